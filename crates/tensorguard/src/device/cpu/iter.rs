@@ -1,0 +1,217 @@
+//! The strided iteration engine shared by all cpu kernels: dims are
+//! coalesced, then visited in runs along the innermost dim, in parallel
+//! chunks when the output is contiguous and large.
+
+use rayon::prelude::*;
+use smallvec::SmallVec;
+
+use crate::dtype::Native;
+use crate::shape::{Dims, Layout};
+
+/// Below this many elements an op runs on the calling thread.
+pub(crate) const PAR_MIN: usize = 1 << 15;
+
+/// Visit the row-major positions `start..end` of `shape` in runs along the
+/// last dim: `f(offsets, len, inner_strides)` per run, one offset per operand.
+/// `shape` must be non-empty with no zero sizes.
+pub(crate) fn for_each_run<const N: usize>(
+    shape: &[usize],
+    strides: &[Dims; N],
+    base: [usize; N],
+    start: usize,
+    end: usize,
+    mut f: impl FnMut([usize; N], usize, [usize; N]),
+) {
+    let nd = shape.len();
+    if nd == 0 || start >= end {
+        return;
+    }
+    let mut idx: SmallVec<[usize; 6]> = smallvec::smallvec![0; nd];
+    let mut rem = start;
+    for d in (0..nd).rev() {
+        idx[d] = rem % shape[d];
+        rem /= shape[d];
+    }
+    let mut offs = base;
+    for k in 0..N {
+        for d in 0..nd {
+            offs[k] += idx[d] * strides[k][d];
+        }
+    }
+    let inner: [usize; N] = std::array::from_fn(|k| strides[k][nd - 1]);
+    let last = shape[nd - 1];
+    let mut pos = start;
+    while pos < end {
+        let len = (last - idx[nd - 1]).min(end - pos);
+        f(offs, len, inner);
+        pos += len;
+        if pos >= end {
+            break;
+        }
+        idx[nd - 1] += len;
+        for k in 0..N {
+            offs[k] += len * inner[k];
+        }
+        let mut d = nd - 1;
+        while idx[d] == shape[d] && d > 0 {
+            for k in 0..N {
+                offs[k] -= shape[d] * strides[k][d];
+            }
+            idx[d] = 0;
+            d -= 1;
+            idx[d] += 1;
+            for k in 0..N {
+                offs[k] += strides[k][d];
+            }
+        }
+    }
+}
+
+/// Drive an elementwise kernel over `layouts` (the output first, all with
+/// the output's shape). `body(out, out_base, offsets, len, inner)` writes
+/// `out[offsets[0] - out_base ..]` for one run.
+pub(crate) fn drive<O: Send, const N: usize, F>(out: &mut [O], layouts: [&Layout; N], body: F)
+where
+    F: Fn(&mut [O], usize, [usize; N], usize, [usize; N]) + Sync,
+{
+    let ol = layouts[0];
+    let numel = ol.numel();
+    if numel == 0 {
+        return;
+    }
+    let strides: [&[usize]; N] = std::array::from_fn(|k| &layouts[k].strides[..]);
+    let (shape, cstrides) = Layout::coalesce(&ol.shape, strides);
+    let base: [usize; N] = std::array::from_fn(|k| layouts[k].offset);
+    let threads = rayon::current_num_threads();
+    if ol.is_contiguous() && numel >= PAR_MIN && threads > 1 {
+        let chunk = (numel / (threads * 4))
+            .max(PAR_MIN / 2)
+            .next_multiple_of(64);
+        let o = &mut out[base[0]..base[0] + numel];
+        o.par_chunks_mut(chunk).enumerate().for_each(|(ci, oc)| {
+            let start = ci * chunk;
+            let end = start + oc.len();
+            for_each_run(&shape, &cstrides, base, start, end, |offs, len, inner| {
+                body(oc, base[0] + start, offs, len, inner)
+            });
+        });
+    } else {
+        for_each_run(&shape, &cstrides, base, 0, numel, |offs, len, inner| {
+            body(out, 0, offs, len, inner)
+        });
+    }
+}
+
+/// out = f(a).
+pub(crate) fn map1<A: Native, O: Native>(
+    out: &mut [O],
+    ol: &Layout,
+    a: &[A],
+    al: &Layout,
+    f: impl Fn(A) -> O + Sync,
+) {
+    drive(out, [ol, al], |o, ob, offs, len, inner| {
+        let oo = offs[0] - ob;
+        match inner {
+            [1, 1] => {
+                for (x, y) in o[oo..oo + len].iter_mut().zip(&a[offs[1]..offs[1] + len]) {
+                    *x = f(*y);
+                }
+            }
+            [1, 0] => {
+                let v = f(a[offs[1]]);
+                o[oo..oo + len].fill(v);
+            }
+            [so, sa] => {
+                for i in 0..len {
+                    o[oo + i * so] = f(a[offs[1] + i * sa]);
+                }
+            }
+        }
+    });
+}
+
+/// out = f(a, b).
+pub(crate) fn map2<A: Native, B: Native, O: Native>(
+    out: &mut [O],
+    ol: &Layout,
+    (a, al): (&[A], &Layout),
+    (b, bl): (&[B], &Layout),
+    f: impl Fn(A, B) -> O + Sync,
+) {
+    drive(out, [ol, al, bl], |o, ob, offs, len, inner| {
+        let oo = offs[0] - ob;
+        let os = &mut o[oo..];
+        match inner {
+            [1, 1, 1] => {
+                let (a, b) = (&a[offs[1]..offs[1] + len], &b[offs[2]..offs[2] + len]);
+                for ((x, y), z) in os[..len].iter_mut().zip(a).zip(b) {
+                    *x = f(*y, *z);
+                }
+            }
+            [1, 1, 0] => {
+                let z = b[offs[2]];
+                for (x, y) in os[..len].iter_mut().zip(&a[offs[1]..offs[1] + len]) {
+                    *x = f(*y, z);
+                }
+            }
+            [1, 0, 1] => {
+                let y = a[offs[1]];
+                for (x, z) in os[..len].iter_mut().zip(&b[offs[2]..offs[2] + len]) {
+                    *x = f(y, *z);
+                }
+            }
+            [so, sa, sb] => {
+                for i in 0..len {
+                    os[i * so] = f(a[offs[1] + i * sa], b[offs[2] + i * sb]);
+                }
+            }
+        }
+    });
+}
+
+/// out = f(a, b, c).
+pub(crate) fn map3<A: Native, B: Native, C: Native, O: Native>(
+    out: &mut [O],
+    ol: &Layout,
+    (a, al): (&[A], &Layout),
+    (b, bl): (&[B], &Layout),
+    (c, cl): (&[C], &Layout),
+    f: impl Fn(A, B, C) -> O + Sync,
+) {
+    drive(out, [ol, al, bl, cl], |o, ob, offs, len, inner| {
+        let oo = offs[0] - ob;
+        for i in 0..len {
+            o[oo + i * inner[0]] = f(
+                a[offs[1] + i * inner[1]],
+                b[offs[2] + i * inner[2]],
+                c[offs[3] + i * inner[3]],
+            );
+        }
+    });
+}
+
+/// Call `f` on every element of `layout` in row-major order.
+pub(crate) fn gather_strided<T: Native>(data: &[T], layout: &Layout, mut f: impl FnMut(T)) {
+    let numel = layout.numel();
+    if numel == 0 {
+        return;
+    }
+    let (shape, [st]) = Layout::coalesce(&layout.shape, [&layout.strides[..]]);
+    for_each_run(
+        &shape,
+        &[st],
+        [layout.offset],
+        0,
+        numel,
+        |offs, len, inner| {
+            if inner[0] == 1 {
+                data[offs[0]..offs[0] + len].iter().for_each(|&x| f(x));
+            } else {
+                for i in 0..len {
+                    f(data[offs[0] + i * inner[0]]);
+                }
+            }
+        },
+    );
+}

@@ -1,0 +1,171 @@
+//! Matrix products: `gemm` for f32/f64/f16 on any strides (no copies),
+//! f32 staging for bf16, and a plain loop for integers.
+
+use half::{bf16, f16};
+
+use super::iter::for_each_run;
+use crate::dtype::{DType, Native};
+use crate::error::{Error, Result};
+use crate::ops::{KIn, KOut};
+use crate::shape::{Dims, Layout};
+
+/// Offsets of each batch's matrices: `f(out_off, a_off, b_off)`.
+fn for_each_batch(o: &Layout, a: &Layout, b: &Layout, mut f: impl FnMut(usize, usize, usize)) {
+    let nb = o.ndim() - 2;
+    let shape: Dims = o.shape[..nb].iter().copied().collect();
+    let batches: usize = shape.iter().product();
+    if batches == 0 {
+        return;
+    }
+    if nb == 0 {
+        f(o.offset, a.offset, b.offset);
+        return;
+    }
+    let st = [
+        o.strides[..nb].iter().copied().collect::<Dims>(),
+        a.strides[..nb].iter().copied().collect::<Dims>(),
+        b.strides[..nb].iter().copied().collect::<Dims>(),
+    ];
+    for_each_run(
+        &shape,
+        &st,
+        [o.offset, a.offset, b.offset],
+        0,
+        batches,
+        |offs, len, inner| {
+            for i in 0..len {
+                f(
+                    offs[0] + i * inner[0],
+                    offs[1] + i * inner[1],
+                    offs[2] + i * inner[2],
+                );
+            }
+        },
+    );
+}
+
+/// Shapes of the last two dims: (m, k, n).
+fn mkn(a: &Layout, b: &Layout) -> (usize, usize, usize) {
+    let na = a.ndim();
+    let nbd = b.ndim();
+    (a.shape[na - 2], a.shape[na - 1], b.shape[nbd - 1])
+}
+
+fn rs(l: &Layout) -> isize {
+    l.strides[l.ndim() - 2] as isize
+}
+fn cs(l: &Layout) -> isize {
+    l.strides[l.ndim() - 1] as isize
+}
+
+fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
+    let (m, k, n) = mkn(&a.layout, &b.layout);
+    let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
+    let x: &[T] = a.buf.typed();
+    let y: &[T] = b.buf.typed();
+    let o: &mut [T] = out.buf.typed_mut();
+    let par = if m * n * k >= 64 * 64 * 64 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    for_each_batch(&ol, al, bl, |oo, ao, bo| {
+        if m == 0 || n == 0 {
+            return;
+        }
+        if k == 0 {
+            for r in 0..m {
+                for c in 0..n {
+                    o[oo + r * ol.strides[ol.ndim() - 2] + c * ol.strides[ol.ndim() - 1]] =
+                        T::zero();
+                }
+            }
+            return;
+        }
+        let (ao_end, bo_end, oo_end) = (
+            ao + (m - 1) * rs(al) as usize + (k - 1) * cs(al) as usize,
+            bo + (k - 1) * rs(bl) as usize + (n - 1) * cs(bl) as usize,
+            oo + (m - 1) * rs(&ol) as usize + (n - 1) * cs(&ol) as usize,
+        );
+        // bounds are checked here so the raw pointers below stay in range
+        if ao_end >= x.len() || bo_end >= y.len() || oo_end >= o.len() {
+            return;
+        }
+        // SAFETY: the index arithmetic above proves every element the
+        // product reads (x, y) and writes (o) lies inside its slice; `o` is
+        // borrowed mutably and does not alias `x`/`y` (distinct buffers:
+        // the launcher stages inputs that share the output's storage); T is
+        // f32, f64 or f16, the types gemm supports.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                o.as_mut_ptr().add(oo),
+                cs(&ol),
+                rs(&ol),
+                false,
+                x.as_ptr().add(ao),
+                cs(al),
+                rs(al),
+                y.as_ptr().add(bo),
+                cs(bl),
+                rs(bl),
+                T::zero(),
+                T::one(),
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    });
+}
+
+fn naive<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, acc_float: bool) {
+    let (m, k, n) = mkn(&a.layout, &b.layout);
+    let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
+    let x: &[T] = a.buf.typed();
+    let y: &[T] = b.buf.typed();
+    let o: &mut [T] = out.buf.typed_mut();
+    for_each_batch(&ol, al, bl, |oo, ao, bo| {
+        for r in 0..m {
+            for c in 0..n {
+                let (mut fi, mut ii) = (0.0f64, 0i64);
+                for j in 0..k {
+                    let p = x[ao + r * rs(al) as usize + j * cs(al) as usize];
+                    let q = y[bo + j * rs(bl) as usize + c * cs(bl) as usize];
+                    if acc_float {
+                        fi += p.to_f64() * q.to_f64();
+                    } else {
+                        ii = ii.wrapping_add(p.to_i64().wrapping_mul(q.to_i64()));
+                    }
+                }
+                o[oo + r * rs(&ol) as usize + c * cs(&ol) as usize] = if acc_float {
+                    T::from_f64(fi)
+                } else {
+                    T::from_i64(ii)
+                };
+            }
+        }
+    });
+}
+
+pub(crate) fn matmul(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()> {
+    match a.dtype {
+        DType::F32 => gemm_typed::<f32>(out, a, b),
+        DType::F64 => gemm_typed::<f64>(out, a, b),
+        DType::F16 => gemm_typed::<f16>(out, a, b),
+        DType::BF16 => naive::<bf16>(out, a, b, true),
+        DType::I64 => naive::<i64>(out, a, b, false),
+        DType::I32 => naive::<i32>(out, a, b, false),
+        DType::U8 => naive::<u8>(out, a, b, false),
+        DType::Bool => {
+            return Err(Error::invalid(
+                "matmul",
+                "bool tensors cannot be multiplied. Cast them with `.to_dtype(DType::F32)?` first.",
+            ))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Devices: where a tensor's memory lives and where its ops run.
+
+pub(crate) mod cpu;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// A device, written `cpu`, `emu:0` or `cuda:0` as in PyTorch.
+///
+/// ```
+/// use tensorguard::Device;
+/// let d: Device = "emu:1".parse().unwrap();
+/// assert_eq!(d, Device::Emulated(1));
+/// assert_eq!(d.to_string(), "emu:1");
+/// assert_eq!(Device::cuda_if_available(0), Device::Cpu); // no CUDA backend yet
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Device {
+    /// Host memory and host kernels: synchronous, the default.
+    #[default]
+    Cpu,
+    /// The emulated accelerator number `n`: a separate memory space with
+    /// asynchronous streams, for testing device code without a GPU.
+    Emulated(usize),
+    /// CUDA GPU number `n`.
+    Cuda(usize),
+}
+
+/// The kinds of device, for [`count`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The host.
+    Cpu,
+    /// Emulated accelerators.
+    Emulated,
+    /// CUDA GPUs.
+    Cuda,
+}
+
+impl Device {
+    /// Parse `cpu`, `emu:N`, `emu` (= `emu:0`), `cuda:N` or `cuda`.
+    pub fn parse(s: &str) -> Result<Device> {
+        s.parse()
+    }
+
+    /// `cuda:n` when a CUDA device `n` is usable, otherwise `cpu`: the
+    /// article's "unified device management" in one call.
+    pub fn cuda_if_available(n: usize) -> Device {
+        if n < count(DeviceKind::Cuda) {
+            Device::Cuda(n)
+        } else {
+            Device::Cpu
+        }
+    }
+
+    /// The kind of this device.
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Device::Cpu => DeviceKind::Cpu,
+            Device::Emulated(_) => DeviceKind::Emulated,
+            Device::Cuda(_) => DeviceKind::Cuda,
+        }
+    }
+
+    /// True for the host.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self, Device::Cpu)
+    }
+
+    /// Ok when tensors can be created and run on this device in this build.
+    pub(crate) fn check_available(&self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Emulated(n) => Err(Error::Device(format!(
+                "emu:{n} is not available: the emulated accelerator is not built yet in this version of tensorguard (only cpu is). Use Device::Cpu."
+            ))),
+            Device::Cuda(n) => Err(Error::Device(format!(
+                "cuda:{n} is not available: this build of tensorguard has no CUDA backend. Use Device::cuda_if_available({n}) to fall back to the cpu."
+            ))),
+        }
+    }
+}
+
+/// How many devices of `kind` are usable now (always 1 for cpu).
+pub fn count(kind: DeviceKind) -> usize {
+    match kind {
+        DeviceKind::Cpu => 1,
+        DeviceKind::Emulated | DeviceKind::Cuda => 0,
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Emulated(n) => write!(f, "emu:{n}"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl FromStr for Device {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Device> {
+        let bad = || {
+            Error::invalid(
+                "Device::parse",
+                format!(
+                    "`{s}` is not a device name. Write `cpu`, `emu:N` or `cuda:N`, e.g. `emu:0`."
+                ),
+            )
+        };
+        let s2 = s.trim();
+        let (kind, idx) = match s2.split_once(':') {
+            Some((k, i)) => (k, Some(i.parse::<usize>().map_err(|_| bad())?)),
+            None => (s2, None),
+        };
+        match (kind, idx) {
+            ("cpu", None | Some(0)) => Ok(Device::Cpu),
+            ("emu", i) => Ok(Device::Emulated(i.unwrap_or(0))),
+            ("cuda", i) => Ok(Device::Cuda(i.unwrap_or(0))),
+            _ => Err(bad()),
+        }
+    }
+}

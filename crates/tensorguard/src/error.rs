@@ -1,0 +1,136 @@
+//! The one error type of tensorguard.
+//!
+//! Every variant renders as complete English sentences: what went wrong, the
+//! values involved and what to try instead.
+
+use std::panic::Location;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::memory::OomReport;
+
+/// Shorthand for `std::result::Result<T, tensorguard::Error>`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong in tensorguard.
+///
+/// ```
+/// use tensorguard::{Device, DType, Error, Tensor};
+/// let a = Tensor::zeros([2, 3], DType::F32, &Device::Cpu).unwrap();
+/// let b = Tensor::zeros([4], DType::F32, &Device::Cpu).unwrap();
+/// let err = a.add(&b).unwrap_err();
+/// assert!(matches!(err, Error::ShapeMismatch { op: "add", .. }));
+/// assert!(err.to_string().contains("[2, 3]"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Operand shapes do not fit together (broadcasting, matmul, cat, ...).
+    #[error("{op}: the shapes {lhs:?} and {rhs:?} do not match: {hint}")]
+    ShapeMismatch {
+        /// The op that failed.
+        op: &'static str,
+        /// Shape of the first operand.
+        lhs: Vec<usize>,
+        /// Shape of the second operand.
+        rhs: Vec<usize>,
+        /// What the op needs and what to try.
+        hint: String,
+    },
+    /// Operands live on different devices.
+    #[error("{op}: argument `{arg}` is on {found} but the op runs on {expected} (called at {location}). Move it first, e.g. `{arg}.to(&Device::parse(\"{expected}\")?)`, or create it on {expected}.")]
+    DeviceMismatch {
+        /// The op that failed.
+        op: &'static str,
+        /// Which argument is on the wrong device.
+        arg: &'static str,
+        /// The device the op runs on.
+        expected: Device,
+        /// The device the argument is on.
+        found: Device,
+        /// The user's call site.
+        location: &'static Location<'static>,
+    },
+    /// A dtype is not accepted here, or a result cannot be cast into the output.
+    #[error("{op}: {message}")]
+    DTypeMismatch {
+        /// The op that failed.
+        op: &'static str,
+        /// The dtype that was expected (or the output's dtype).
+        expected: DType,
+        /// The dtype that was found (or the result's dtype).
+        found: DType,
+        /// Full explanation with a hint.
+        message: String,
+    },
+    /// A view cannot be formed over this layout.
+    #[error("{op}: {message}")]
+    InvalidView {
+        /// The op that failed.
+        op: &'static str,
+        /// Full explanation with a hint.
+        message: String,
+    },
+    /// An index or dimension is out of range.
+    #[error(
+        "{op}: index {index} is out of range for {what} of size {size}. Valid indices are {range}."
+    )]
+    IndexOutOfRange {
+        /// The op that failed.
+        op: &'static str,
+        /// What is being indexed (e.g. "dimension 1", "a tensor with 3 dimensions").
+        what: String,
+        /// The index given.
+        index: i64,
+        /// The size indexed into.
+        size: usize,
+        /// The valid range, for the hint.
+        range: String,
+    },
+    /// An in-place write would store several results into one memory location.
+    #[error("{op}: the tensor written in place has shape {shape:?} and strides {strides:?}, so more than one of its elements refers to the same memory location (it was probably made by `expand`). Write into `t.contiguous()` or `t.clone()?` instead.")]
+    OverlappingWrite {
+        /// The op that failed.
+        op: &'static str,
+        /// Shape of the written tensor.
+        shape: Vec<usize>,
+        /// Its strides.
+        strides: Vec<usize>,
+    },
+    /// An input of an in-place op overlaps the written tensor in memory in a
+    /// way that would make the result depend on the order of writes.
+    #[error("{op}: input `{arg}` and the tensor written in place share memory and only partly overlap, so the result would depend on the order elements are written. Clone the input first (`x.clone()?`).")]
+    PartialOverlap {
+        /// The op that failed.
+        op: &'static str,
+        /// The overlapping argument.
+        arg: &'static str,
+    },
+    /// Any other wrong argument (a negative step, an empty list, ...).
+    #[error("{op}: {message}")]
+    InvalidArgument {
+        /// The op that failed.
+        op: &'static str,
+        /// Full explanation with a hint.
+        message: String,
+    },
+    /// A device ran out of memory; the report says how much was asked for,
+    /// what is in use and what to try.
+    #[error("out of memory: {0}")]
+    OutOfMemory(Box<OomReport>),
+    /// A device is not available or failed.
+    #[error("{0}")]
+    Device(String),
+    /// An I/O error (files, snapshots, checkpoints).
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            op,
+            message: message.into(),
+        }
+    }
+}

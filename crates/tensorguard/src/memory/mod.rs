@@ -1,0 +1,178 @@
+//! Memory: the caching allocator behind every device (the cpu included),
+//! its statistics and the buffers that tensor storages own.
+//!
+//! The cpu device serves tensor storage from a caching allocator too: a
+//! fresh page costs a page fault on first touch, so reusing freed blocks
+//! makes allocating ops run at the speed of in-place ones. Its statistics
+//! use PyTorch's names.
+//!
+//! ```
+//! use tensorguard::{memory, Device, DType, Tensor};
+//! let dev = Device::Cpu;
+//! let t = Tensor::zeros([1024], DType::F32, &dev).unwrap();
+//! assert!(memory::allocated(&dev) >= 4096);
+//! drop(t);
+//! ```
+
+mod caching;
+mod raw;
+mod stats;
+
+use std::panic::Location;
+use std::ptr::NonNull;
+use std::sync::LazyLock;
+
+pub use caching::OomReport;
+pub(crate) use caching::{Allocation, CachingAllocator};
+pub use stats::{MemoryStats, Stat, StatArray};
+
+use crate::device::Device;
+use crate::dtype::Native;
+use crate::error::{Error, Result};
+
+static CPU_ALLOCATOR: LazyLock<CachingAllocator> =
+    LazyLock::new(|| CachingAllocator::new("cpu".to_string(), Box::new(raw::HostRaw::new(None))));
+
+/// The caching allocator of `device`.
+pub(crate) fn allocator(device: &Device) -> Result<&'static CachingAllocator> {
+    device.check_available()?;
+    match device {
+        Device::Cpu => Ok(&CPU_ALLOCATOR),
+        other => Err(Error::Device(format!(
+            "{other} has no allocator in this build."
+        ))),
+    }
+}
+
+/// A block of device memory owned by one storage; returned to its allocator
+/// when dropped.
+pub(crate) struct Buffer {
+    alloc: Option<Allocation>,
+    allocator: &'static CachingAllocator,
+    len: usize,
+}
+
+// SAFETY: a Buffer is the only owner of its memory block; reads go through
+// `&Buffer` and writes through `&mut Buffer`, so Rust's aliasing rules on the
+// Buffer itself (enforced by the storage's RwLock) make sharing across threads
+// sound.
+unsafe impl Send for Buffer {}
+// SAFETY: see `Send`: shared access only hands out shared slices.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Allocate `bytes` on `device`. The memory is initialised (zeroed when
+    /// fresh, earlier contents when reused) but its values are unspecified.
+    pub(crate) fn new(
+        device: &Device,
+        bytes: usize,
+        site: &'static Location<'static>,
+    ) -> Result<Buffer> {
+        let allocator = allocator(device)?;
+        let alloc = allocator
+            .allocate(bytes, 0, site)
+            .map_err(Error::OutOfMemory)?;
+        Ok(Buffer {
+            alloc: Some(alloc),
+            allocator,
+            len: bytes,
+        })
+    }
+
+    fn ptr(&self) -> NonNull<u8> {
+        match &self.alloc {
+            Some(a) => a.ptr(),
+            None => NonNull::dangling(),
+        }
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: the allocation is at least `len` bytes, 64-byte aligned,
+        // initialised (allocators hand out zeroed or previously written
+        // memory), owned by this Buffer, and not mutably borrowed while `&self`
+        // is alive.
+        unsafe { std::slice::from_raw_parts(self.ptr().as_ptr(), self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr().as_ptr(), self.len) }
+    }
+
+    /// The elements as native type `T`.
+    pub(crate) fn typed<T: Native>(&self) -> &[T] {
+        bytemuck::cast_slice(
+            &self.bytes()[..self.len / std::mem::size_of::<T>() * std::mem::size_of::<T>()],
+        )
+    }
+
+    /// The elements as native type `T`, mutably.
+    pub(crate) fn typed_mut<T: Native>(&mut self) -> &mut [T] {
+        let n = self.len / std::mem::size_of::<T>() * std::mem::size_of::<T>();
+        bytemuck::cast_slice_mut(&mut self.bytes_mut()[..n])
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Some(a) = self.alloc.take() {
+            self.allocator.free(a);
+        }
+    }
+}
+
+fn stats_or_default(device: &Device) -> MemoryStats {
+    allocator(device).map(|a| a.stats()).unwrap_or_default()
+}
+
+/// Bytes currently allocated to tensors on `device` (PyTorch's
+/// `memory_allocated`), rounded to the allocator's 512-byte blocks.
+pub fn allocated(device: &Device) -> usize {
+    stats_or_default(device).allocated_bytes.all.current as usize
+}
+
+/// The peak of [`allocated`] since start or the last [`reset_peak`].
+pub fn max_allocated(device: &Device) -> usize {
+    stats_or_default(device).allocated_bytes.all.peak as usize
+}
+
+/// Bytes held by the caching allocator of `device` (allocated plus cached).
+pub fn reserved(device: &Device) -> usize {
+    stats_or_default(device).reserved_bytes.all.current as usize
+}
+
+/// The peak of [`reserved`].
+pub fn max_reserved(device: &Device) -> usize {
+    stats_or_default(device).reserved_bytes.all.peak as usize
+}
+
+/// Reset the peaks of every statistic to their current values.
+pub fn reset_peak(device: &Device) {
+    if let Ok(a) = allocator(device) {
+        a.reset_peak_stats();
+    }
+}
+
+/// Give every cached, unused block of `device` back to the system
+/// (PyTorch's `empty_cache`). Live tensors are not affected.
+pub fn empty_cache(device: &Device) {
+    if let Ok(a) = allocator(device) {
+        a.empty_cache();
+    }
+}
+
+/// All allocator statistics of `device`, with PyTorch's names.
+pub fn stats(device: &Device) -> MemoryStats {
+    stats_or_default(device)
+}
+
+/// A table of the allocator's state in the spirit of
+/// `torch.cuda.memory_summary()`.
+pub fn summary(device: &Device) -> String {
+    match allocator(device) {
+        Ok(a) => a.summary(),
+        Err(e) => e.to_string(),
+    }
+}

@@ -1,0 +1,126 @@
+//! Copies: `clone`, `contiguous`, `to_dtype`, `copy_`, `fill_`, `zero_`.
+
+use std::panic::Location;
+
+use super::elementwise::check_inplace_target;
+use super::{check_device, launch, In, Kernel, Out};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::shape::broadcast_shapes;
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// A deep, independent copy (PyTorch's `clone()`): new storage, a
+    /// contiguous layout, version 0. Writes to the copy never reach `self`.
+    /// For a second handle to the same tensor use [`alias`](Tensor::alias).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let a = Tensor::ones([3], tensorguard::DType::F32, &Device::Cpu).unwrap();
+    /// let b = a.clone().unwrap();
+    /// b.add_(1.0).unwrap();
+    /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.0; 3]);
+    /// assert!(!a.shares_storage(&b));
+    /// ```
+    #[allow(clippy::should_implement_trait)]
+    #[track_caller]
+    pub fn clone(&self) -> Result<Tensor> {
+        self.copy_to(self.dtype(), Location::caller())
+    }
+
+    /// `self` when already contiguous (an alias, as PyTorch returns self),
+    /// otherwise a contiguous copy.
+    #[track_caller]
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.alias());
+        }
+        self.copy_to(self.dtype(), Location::caller())
+    }
+
+    /// Cast to `dtype` (an alias when it already has that dtype). Floats cast
+    /// to integers truncate toward zero; anything nonzero casts to `true`.
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::from_vec(vec![-1.7f32, 0.0, 2.5], [3], &Device::Cpu).unwrap();
+    /// assert_eq!(t.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap(), vec![-1, 0, 2]);
+    /// assert_eq!(t.to_dtype(DType::Bool).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true]);
+    /// ```
+    #[track_caller]
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.alias());
+        }
+        self.copy_to(dtype, Location::caller())
+    }
+
+    fn copy_to(&self, dtype: DType, site: &'static Location<'static>) -> Result<Tensor> {
+        let out = Tensor::uninit(self.shape(), dtype, &self.device(), site)?;
+        launch(
+            &Kernel::Copy,
+            &[Out { t: &out, dtype }],
+            &[In::new(self, self.dtype())],
+            false,
+            site,
+        )?;
+        Ok(out)
+    }
+
+    /// Copy `src` into `self` in place, broadcasting `src` to `self`'s shape
+    /// and casting to `self`'s dtype (any dtype converts, as in PyTorch).
+    #[track_caller]
+    pub fn copy_(&self, src: &Tensor) -> Result<&Tensor> {
+        let site = Location::caller();
+        check_device("copy_", self, &[("src", src)])?;
+        let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
+        check_inplace_target("copy_", self, self.dtype(), &shape, &[("src", src)])?;
+        launch(
+            &Kernel::Copy,
+            &[Out {
+                t: self,
+                dtype: self.dtype(),
+            }],
+            &[In::bcast(src, src.dtype(), self.shape())],
+            true,
+            site,
+        )?;
+        Ok(self)
+    }
+
+    /// Set every element to `value` in place.
+    #[track_caller]
+    pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Tensor> {
+        let site = Location::caller();
+        check_inplace_target("fill_", self, self.dtype(), self.shape(), &[])?;
+        launch(
+            &Kernel::Fill(value.into()),
+            &[Out {
+                t: self,
+                dtype: self.dtype(),
+            }],
+            &[],
+            true,
+            site,
+        )?;
+        Ok(self)
+    }
+
+    /// Set every element to zero in place.
+    #[track_caller]
+    pub fn zero_(&self) -> Result<&Tensor> {
+        let site = Location::caller();
+        check_inplace_target("zero_", self, self.dtype(), self.shape(), &[])?;
+        launch(
+            &Kernel::Fill(Scalar::Int(0)),
+            &[Out {
+                t: self,
+                dtype: self.dtype(),
+            }],
+            &[],
+            true,
+            site,
+        )?;
+        Ok(self)
+    }
+}

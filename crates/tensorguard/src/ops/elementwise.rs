@@ -1,0 +1,514 @@
+//! Elementwise ops and their in-place variants, with broadcasting and
+//! PyTorch's type promotion.
+
+use std::panic::Location;
+
+use super::{check_device, check_inplace, launch, promote_arg, In, Kernel, Out};
+use crate::dtype::{result_type, DType, PromoteArg, Scalar, DEFAULT_FLOAT};
+use crate::error::{Error, Result};
+use crate::shape::broadcast_shapes;
+use crate::tensor::Tensor;
+
+/// The second operand of a binary op: a tensor (`a.add(&b)`) or a number
+/// (`a.add(1.0)`, `a.mul(2)`). Numbers take part in type promotion like
+/// Python numbers do in PyTorch.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A tensor, broadcast against the other operand.
+    Tensor(&'a Tensor),
+    /// A number.
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Tensor> for Operand<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+impl From<Scalar> for Operand<'_> {
+    fn from(s: Scalar) -> Self {
+        Operand::Scalar(s)
+    }
+}
+macro_rules! operand_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Operand<'_> {
+            fn from(v: $t) -> Self { Operand::Scalar(Scalar::from(v)) }
+        }
+    )*};
+}
+operand_from!(f32, f64, i32, i64, u8, usize, bool, half::f16, half::bf16);
+
+impl Operand<'_> {
+    fn promote(&self) -> PromoteArg {
+        match self {
+            Operand::Tensor(t) => promote_arg(t),
+            Operand::Scalar(s) => PromoteArg::Scalar(*s),
+        }
+    }
+}
+
+/// Elementwise functions of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnaryOp {
+    Neg,
+    Abs,
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    Sigmoid,
+    Tanh,
+}
+
+impl UnaryOp {
+    /// Ops whose result is always floating (ints are promoted).
+    pub(crate) fn is_float_only(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Sigmoid | UnaryOp::Tanh
+        )
+    }
+    fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+        }
+    }
+}
+
+/// Elementwise functions of two operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub(crate) fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+    fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+}
+
+/// The error for an in-place result that cannot be stored in the target.
+pub(crate) fn cast_error(op: &'static str, result: DType, target: DType) -> Error {
+    Error::DTypeMismatch {
+        op,
+        expected: target,
+        found: result,
+        message: format!(
+            "the result has dtype {result}, which can't be cast to the dtype of the tensor written in place ({target}). Use the out-of-place op (which returns a {result} tensor), or cast first with `.to_dtype(DType::{result:?})?`."
+        ),
+    }
+}
+
+/// Validate writing a result of `result` dtype and `shape` into `target`.
+pub(crate) fn check_inplace_target(
+    op: &'static str,
+    target: &Tensor,
+    result: DType,
+    shape: &[usize],
+    inputs: &[(&'static str, &Tensor)],
+) -> Result<()> {
+    if !result.can_cast_to(target.dtype()) {
+        return Err(cast_error(op, result, target.dtype()));
+    }
+    if target.shape() != shape {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: target.shape().to_vec(),
+            rhs: shape.to_vec(),
+            hint: format!(
+                "the tensor written in place has shape {:?} but the broadcast result has shape {shape:?}; an in-place op cannot change the shape of its target. Use the out-of-place op instead.",
+                target.shape()
+            ),
+        });
+    }
+    check_inplace(op, target, inputs)
+}
+
+/// The one implementation of every binary elementwise op.
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: &Tensor,
+    b: Operand<'_>,
+    inplace: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let name = op.name();
+    if let Operand::Tensor(t) = b {
+        check_device_at(name, a, t, site)?;
+    }
+    let result = result_type(&[promote_arg(a), b.promote()]);
+    let mut compute = result;
+    let mut kop = op;
+    match op {
+        BinaryOp::Div if !result.is_float() => compute = DEFAULT_FLOAT,
+        BinaryOp::Sub if result == DType::Bool => {
+            return Err(Error::invalid(
+                name,
+                "subtraction of two bool tensors is not supported. If you are trying to invert a mask, use `logical_not`-style `mask.eq(false)`; otherwise cast to an integer dtype first.",
+            ))
+        }
+        BinaryOp::Add if result == DType::Bool => kop = BinaryOp::Maximum,
+        BinaryOp::Mul if result == DType::Bool => kop = BinaryOp::Minimum,
+        _ => {}
+    }
+    let produced = if op.is_comparison() {
+        DType::Bool
+    } else {
+        compute
+    };
+    let shape = match b {
+        Operand::Tensor(t) => broadcast_shapes(name, a.shape(), t.shape())?,
+        Operand::Scalar(_) => a.shape().into(),
+    };
+    let out = if inplace {
+        let mut others: smallvec::SmallVec<[(&'static str, &Tensor); 1]> =
+            smallvec::SmallVec::new();
+        if let Operand::Tensor(t) = b {
+            others.push(("other", t));
+        }
+        check_inplace_target(name, a, produced, &shape, &others)?;
+        a.alias()
+    } else {
+        Tensor::uninit(&shape, produced, &a.device(), site)?
+    };
+    let outs = [Out {
+        t: &out,
+        dtype: produced,
+    }];
+    match b {
+        Operand::Tensor(t) => launch(
+            &Kernel::Binary(kop),
+            &outs,
+            &[In::bcast(a, compute, &shape), In::bcast(t, compute, &shape)],
+            inplace,
+            site,
+        )?,
+        Operand::Scalar(s) => launch(
+            &Kernel::BinaryScalar {
+                op: kop,
+                scalar: s,
+                reversed: false,
+            },
+            &outs,
+            &[In::new(a, compute)],
+            inplace,
+            site,
+        )?,
+    }
+    Ok(out)
+}
+
+fn check_device_at(
+    name: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    if a.device() != b.device() {
+        return Err(Error::DeviceMismatch {
+            op: name,
+            arg: "other",
+            expected: a.device(),
+            found: b.device(),
+            location: site,
+        });
+    }
+    Ok(())
+}
+
+/// The one implementation of every unary elementwise op.
+pub(crate) fn unary(
+    op: UnaryOp,
+    a: &Tensor,
+    inplace: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let name = op.name();
+    let compute = if op.is_float_only() && !a.dtype().is_float() {
+        DEFAULT_FLOAT
+    } else {
+        a.dtype()
+    };
+    if a.dtype() == DType::Bool && op == UnaryOp::Neg {
+        return Err(Error::invalid(
+            name,
+            "negation of a bool tensor is not supported. Use `mask.eq(false)` to invert a mask.",
+        ));
+    }
+    let out = if inplace {
+        check_inplace_target(name, a, compute, a.shape(), &[])?;
+        a.alias()
+    } else {
+        Tensor::uninit(a.shape(), compute, &a.device(), site)?
+    };
+    launch(
+        &Kernel::Unary(op),
+        &[Out {
+            t: &out,
+            dtype: compute,
+        }],
+        &[In::new(a, compute)],
+        inplace,
+        site,
+    )?;
+    Ok(out)
+}
+
+fn clamp_impl(
+    a: &Tensor,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+    inplace: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let mut args = vec![promote_arg(a)];
+    args.extend(min.map(PromoteArg::Scalar));
+    args.extend(max.map(PromoteArg::Scalar));
+    let compute = result_type(&args);
+    if compute == DType::Bool {
+        return Err(Error::invalid(
+            "clamp",
+            "clamp is not supported for bool tensors. Cast to an integer dtype first.",
+        ));
+    }
+    let out = if inplace {
+        check_inplace_target("clamp", a, compute, a.shape(), &[])?;
+        a.alias()
+    } else {
+        Tensor::uninit(a.shape(), compute, &a.device(), site)?
+    };
+    launch(
+        &Kernel::Clamp { min, max },
+        &[Out {
+            t: &out,
+            dtype: compute,
+        }],
+        &[In::new(a, compute)],
+        inplace,
+        site,
+    )?;
+    Ok(out)
+}
+
+macro_rules! binary_methods {
+    ($($name:ident, $name_:ident, $op:ident, $what:literal;)*) => {
+        impl Tensor {$(
+            #[doc = concat!("Elementwise ", $what, " with broadcasting; `other` is a tensor or a number.")]
+            #[track_caller]
+            pub fn $name<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+                binary(BinaryOp::$op, self, other.into(), false, Location::caller())
+            }
+            #[doc = concat!("In-place [`", stringify!($name), "`](Tensor::", stringify!($name), "): writes ", $what, " into `self` (through views into their base) and bumps the version counter. Fails if the result dtype cannot be cast to `self`'s, or if `self` has overlapping elements (e.g. made by `expand`).")]
+            #[track_caller]
+            pub fn $name_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Tensor> {
+                binary(BinaryOp::$op, self, other.into(), true, Location::caller())?;
+                Ok(self)
+            }
+        )*}
+    };
+}
+
+binary_methods! {
+    add, add_, Add, "addition (`self + other`)";
+    sub, sub_, Sub, "subtraction (`self - other`)";
+    mul, mul_, Mul, "multiplication (`self * other`)";
+    div, div_, Div, "true division (`self / other`; integers divide to the default float dtype)";
+    pow, pow_, Pow, "power (`self ** other`)";
+    maximum, maximum_, Maximum, "maximum (NaN propagates)";
+    minimum, minimum_, Minimum, "minimum (NaN propagates)";
+    eq, eq_, Eq, "equality test (`self == other`, a bool result)";
+    ne, ne_, Ne, "inequality test (`self != other`, a bool result)";
+    lt, lt_, Lt, "less-than test (a bool result)";
+    le, le_, Le, "less-or-equal test (a bool result)";
+    gt, gt_, Gt, "greater-than test (a bool result)";
+    ge, ge_, Ge, "greater-or-equal test (a bool result)";
+}
+
+macro_rules! unary_methods {
+    ($($name:ident, $name_:ident, $op:ident, $what:literal;)*) => {
+        impl Tensor {$(
+            #[doc = concat!("Elementwise ", $what, ".")]
+            #[track_caller]
+            pub fn $name(&self) -> Result<Tensor> {
+                unary(UnaryOp::$op, self, false, Location::caller())
+            }
+            #[doc = concat!("In-place [`", stringify!($name), "`](Tensor::", stringify!($name), "), bumping the version counter.")]
+            #[track_caller]
+            pub fn $name_(&self) -> Result<&Tensor> {
+                unary(UnaryOp::$op, self, true, Location::caller())?;
+                Ok(self)
+            }
+        )*}
+    };
+}
+
+unary_methods! {
+    neg, neg_, Neg, "negation";
+    abs, abs_, Abs, "absolute value";
+    relu, relu_, Relu, "`max(x, 0)` (NaN stays NaN)";
+    exp, exp_, Exp, "exponential (integers give the default float dtype)";
+    log, log_, Log, "natural logarithm";
+    sqrt, sqrt_, Sqrt, "square root";
+    sigmoid, sigmoid_, Sigmoid, "logistic sigmoid `1 / (1 + exp(-x))`";
+    tanh, tanh_, Tanh, "hyperbolic tangent";
+}
+
+impl Tensor {
+    /// Clamp every element into `[min, max]` (PyTorch's `clamp`; NaN stays
+    /// NaN, and when `min > max` every element becomes `max`).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![-2.0f32, 0.5, 3.0], [3], &Device::Cpu).unwrap();
+    /// assert_eq!(t.clamp(0.0, 1.0).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 0.5, 1.0]);
+    /// ```
+    #[track_caller]
+    pub fn clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_impl(
+            self,
+            Some(min.into()),
+            Some(max.into()),
+            false,
+            Location::caller(),
+        )
+    }
+    /// In-place [`clamp`](Tensor::clamp).
+    #[track_caller]
+    pub fn clamp_(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_impl(
+            self,
+            Some(min.into()),
+            Some(max.into()),
+            true,
+            Location::caller(),
+        )?;
+        Ok(self)
+    }
+    /// Clamp from below only.
+    #[track_caller]
+    pub fn clamp_min(&self, min: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_impl(self, Some(min.into()), None, false, Location::caller())
+    }
+    /// In-place [`clamp_min`](Tensor::clamp_min).
+    #[track_caller]
+    pub fn clamp_min_(&self, min: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_impl(self, Some(min.into()), None, true, Location::caller())?;
+        Ok(self)
+    }
+    /// Clamp from above only.
+    #[track_caller]
+    pub fn clamp_max(&self, max: impl Into<Scalar>) -> Result<Tensor> {
+        clamp_impl(self, None, Some(max.into()), false, Location::caller())
+    }
+    /// In-place [`clamp_max`](Tensor::clamp_max).
+    #[track_caller]
+    pub fn clamp_max_(&self, max: impl Into<Scalar>) -> Result<&Tensor> {
+        clamp_impl(self, None, Some(max.into()), true, Location::caller())?;
+        Ok(self)
+    }
+
+    /// `x` where `cond` is true, else `y` (PyTorch's `torch.where`), with
+    /// broadcasting and promotion; `x` and `y` are tensors or numbers.
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![-1.0f32, 2.0], [2], &Device::Cpu).unwrap();
+    /// let r = Tensor::where_cond(&x.gt(0.0).unwrap(), &x, 0.0).unwrap();
+    /// assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn where_cond<'a, 'b>(
+        cond: &Tensor,
+        x: impl Into<Operand<'a>>,
+        y: impl Into<Operand<'b>>,
+    ) -> Result<Tensor> {
+        let site = Location::caller();
+        let (x, y) = (x.into(), y.into());
+        if cond.dtype() != DType::Bool {
+            return Err(Error::DTypeMismatch {
+                op: "where",
+                expected: DType::Bool,
+                found: cond.dtype(),
+                message: format!(
+                    "the condition must be a bool tensor, got {}. Compare first, e.g. `t.gt(0)?`.",
+                    cond.dtype()
+                ),
+            });
+        }
+        let dtype = result_type(&[x.promote(), y.promote()]);
+        let dev = cond.device();
+        let as_tensor = |o: Operand<'_>| -> Result<Option<Tensor>> {
+            match o {
+                Operand::Tensor(_) => Ok(None),
+                Operand::Scalar(s) => Tensor::full((), s, dtype, &dev).map(Some),
+            }
+        };
+        let (xs, ys) = (as_tensor(x)?, as_tensor(y)?);
+        let xt = match (&x, &xs) {
+            (Operand::Tensor(t), _) => *t,
+            (_, Some(t)) => t,
+            _ => return Err(Error::invalid("where", "internal error: missing operand")),
+        };
+        let yt = match (&y, &ys) {
+            (Operand::Tensor(t), _) => *t,
+            (_, Some(t)) => t,
+            _ => return Err(Error::invalid("where", "internal error: missing operand")),
+        };
+        check_device("where", cond, &[("x", xt), ("y", yt)])?;
+        let shape = broadcast_shapes("where", cond.shape(), xt.shape())?;
+        let shape = broadcast_shapes("where", &shape, yt.shape())?;
+        let out = Tensor::uninit(&shape, dtype, &dev, site)?;
+        launch(
+            &Kernel::Where,
+            &[Out { t: &out, dtype }],
+            &[
+                In::bcast(cond, DType::Bool, &shape),
+                In::bcast(xt, dtype, &shape),
+                In::bcast(yt, dtype, &shape),
+            ],
+            false,
+            site,
+        )?;
+        Ok(out)
+    }
+}

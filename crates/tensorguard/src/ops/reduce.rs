@@ -1,0 +1,411 @@
+//! Reductions and softmax.
+
+use std::panic::Location;
+
+use smallvec::SmallVec;
+
+use super::{launch, In, Kernel, Out};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::{norm_dim, norm_dims, DimList, Dims};
+use crate::tensor::Tensor;
+
+/// What a reduction computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ReduceOp {
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+    Var { correction: f64 },
+    Std { correction: f64 },
+}
+
+impl ReduceOp {
+    fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+            ReduceOp::Var { .. } => "var",
+            ReduceOp::Std { .. } => "std",
+        }
+    }
+}
+
+fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
+    if !t.dtype().is_float() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            found: t.dtype(),
+            message: format!(
+                "could not infer the output dtype: the input has dtype {}, but {op} needs a floating point dtype. Cast first, e.g. `.to_dtype(DType::F32)?.{op}(..)`.",
+                t.dtype()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn out_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Dims {
+    (0..shape.len())
+        .filter_map(|d| {
+            if dims.contains(&d) {
+                keepdim.then_some(1)
+            } else {
+                Some(shape[d])
+            }
+        })
+        .collect()
+}
+
+/// The one implementation of every reduction over `dims` (empty: all dims).
+pub(crate) fn reduce(
+    op: ReduceOp,
+    a: &Tensor,
+    dims: &[isize],
+    keepdim: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let name = op.name();
+    let mut dims = if dims.is_empty() {
+        (0..a.ndim()).collect()
+    } else {
+        norm_dims(name, dims, a.ndim())?
+    };
+    if a.ndim() == 0 {
+        dims.clear();
+    }
+    let (input, output) = match op {
+        ReduceOp::Sum | ReduceOp::Prod if !a.dtype().is_float() => (DType::I64, DType::I64),
+        ReduceOp::Mean | ReduceOp::Var { .. } | ReduceOp::Std { .. } => {
+            float_only(name, a)?;
+            (a.dtype(), a.dtype())
+        }
+        ReduceOp::ArgMax | ReduceOp::ArgMin => (a.dtype(), DType::I64),
+        _ => (a.dtype(), a.dtype()),
+    };
+    if matches!(
+        op,
+        ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+    ) && dims.iter().any(|&d| a.shape()[d] == 0)
+    {
+        return Err(Error::invalid(
+            name,
+            format!(
+                "cannot reduce an empty dimension (shape {:?}): the {name} of no elements is undefined. Check the input is not empty.",
+                a.shape()
+            ),
+        ));
+    }
+    let shape = out_shape(a.shape(), &dims, keepdim);
+    let out = Tensor::uninit(&shape, output, &a.device(), site)?;
+    let kdims: SmallVec<[usize; 6]> = dims.iter().copied().collect();
+    launch(
+        &Kernel::Reduce { op, dims: kdims },
+        &[Out {
+            t: &out,
+            dtype: output,
+        }],
+        &[In::new(a, input)],
+        false,
+        site,
+    )?;
+    Ok(out)
+}
+
+fn extreme_dim(
+    a: &Tensor,
+    dim: isize,
+    keepdim: bool,
+    max: bool,
+    site: &'static Location<'static>,
+) -> Result<(Tensor, Tensor)> {
+    let name = if max { "max" } else { "min" };
+    let d = norm_dim(name, dim, a.ndim())?;
+    if a.ndim() > 0 && a.shape()[d] == 0 {
+        return Err(Error::invalid(
+            name,
+            format!(
+                "cannot reduce the empty dimension {d} of shape {:?}.",
+                a.shape()
+            ),
+        ));
+    }
+    let dims: SmallVec<[usize; 6]> = if a.ndim() == 0 {
+        SmallVec::new()
+    } else {
+        smallvec::smallvec![d]
+    };
+    let shape = out_shape(a.shape(), &dims, keepdim);
+    let vals = Tensor::uninit(&shape, a.dtype(), &a.device(), site)?;
+    let idxs = Tensor::uninit(&shape, DType::I64, &a.device(), site)?;
+    if a.ndim() == 0 {
+        launch(
+            &Kernel::Copy,
+            &[Out {
+                t: &vals,
+                dtype: a.dtype(),
+            }],
+            &[In::new(a, a.dtype())],
+            false,
+            site,
+        )?;
+        launch(
+            &Kernel::Fill(crate::Scalar::Int(0)),
+            &[Out {
+                t: &idxs,
+                dtype: DType::I64,
+            }],
+            &[],
+            false,
+            site,
+        )?;
+        return Ok((vals, idxs));
+    }
+    launch(
+        &Kernel::ReduceWithIndex { max, dim: d },
+        &[
+            Out {
+                t: &vals,
+                dtype: a.dtype(),
+            },
+            Out {
+                t: &idxs,
+                dtype: DType::I64,
+            },
+        ],
+        &[In::new(a, a.dtype())],
+        false,
+        site,
+    )?;
+    Ok((vals, idxs))
+}
+
+impl Tensor {
+    /// Sum of all elements (a 0-dim tensor; integers and bools sum to i64).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::arange(0, 4, &Device::Cpu).unwrap();
+    /// assert_eq!(t.sum().unwrap().item::<i64>().unwrap(), 6);
+    /// ```
+    #[track_caller]
+    pub fn sum(&self) -> Result<Tensor> {
+        reduce(ReduceOp::Sum, self, &[], false, Location::caller())
+    }
+    /// Sum over `dims`, keeping them as size 1 when `keepdim`.
+    #[track_caller]
+    pub fn sum_dim(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Sum,
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+    /// Mean of all elements (floating dtypes only, as in PyTorch).
+    #[track_caller]
+    pub fn mean(&self) -> Result<Tensor> {
+        reduce(ReduceOp::Mean, self, &[], false, Location::caller())
+    }
+    /// Mean over `dims`.
+    #[track_caller]
+    pub fn mean_dim(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Mean,
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+    /// Product of all elements (integers and bools multiply in i64).
+    #[track_caller]
+    pub fn prod(&self) -> Result<Tensor> {
+        reduce(ReduceOp::Prod, self, &[], false, Location::caller())
+    }
+    /// Product over one dim.
+    #[track_caller]
+    pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        reduce(ReduceOp::Prod, self, &[dim], keepdim, Location::caller())
+    }
+    /// The largest element (NaN if any element is NaN); an error when empty.
+    #[track_caller]
+    pub fn max(&self) -> Result<Tensor> {
+        reduce(ReduceOp::Max, self, &[], false, Location::caller())
+    }
+    /// The smallest element (NaN if any element is NaN).
+    #[track_caller]
+    pub fn min(&self) -> Result<Tensor> {
+        reduce(ReduceOp::Min, self, &[], false, Location::caller())
+    }
+    /// Largest values over `dims` without indices (PyTorch's `amax`).
+    #[track_caller]
+    pub fn amax(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Max,
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+    /// Smallest values over `dims` without indices (PyTorch's `amin`).
+    #[track_caller]
+    pub fn amin(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Min,
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+    /// `(values, indices)` of the maximum along `dim`; ties give the first
+    /// index, NaN wins.
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1i64, 3, 3, 2, 2, 1], [2, 3], &Device::Cpu).unwrap();
+    /// let (v, i) = t.max_dim(1, false).unwrap();
+    /// assert_eq!(v.to_vec::<i64>().unwrap(), vec![3, 2]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0]);
+    /// ```
+    #[track_caller]
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        extreme_dim(self, dim, keepdim, true, Location::caller())
+    }
+    /// `(values, indices)` of the minimum along `dim`.
+    #[track_caller]
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        extreme_dim(self, dim, keepdim, false, Location::caller())
+    }
+    /// Index of the maximum in the flattened tensor (a 0-dim i64 tensor).
+    #[track_caller]
+    pub fn argmax(&self) -> Result<Tensor> {
+        reduce(ReduceOp::ArgMax, self, &[], false, Location::caller())
+    }
+    /// Index of the minimum in the flattened tensor.
+    #[track_caller]
+    pub fn argmin(&self) -> Result<Tensor> {
+        reduce(ReduceOp::ArgMin, self, &[], false, Location::caller())
+    }
+    /// Indices of the maxima along `dim`.
+    #[track_caller]
+    pub fn argmax_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        reduce(ReduceOp::ArgMax, self, &[dim], keepdim, Location::caller())
+    }
+    /// Indices of the minima along `dim`.
+    #[track_caller]
+    pub fn argmin_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        reduce(ReduceOp::ArgMin, self, &[dim], keepdim, Location::caller())
+    }
+    /// Unbiased variance of all elements (correction 1).
+    #[track_caller]
+    pub fn var(&self) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Var { correction: 1.0 },
+            self,
+            &[],
+            false,
+            Location::caller(),
+        )
+    }
+    /// Variance over `dims` dividing by `n - correction` (1: unbiased, 0: population).
+    #[track_caller]
+    pub fn var_dim(&self, dims: impl DimList, correction: f64, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Var { correction },
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+    /// Unbiased standard deviation of all elements.
+    #[track_caller]
+    pub fn std(&self) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Std { correction: 1.0 },
+            self,
+            &[],
+            false,
+            Location::caller(),
+        )
+    }
+    /// Standard deviation over `dims` with `correction`.
+    #[track_caller]
+    pub fn std_dim(&self, dims: impl DimList, correction: f64, keepdim: bool) -> Result<Tensor> {
+        reduce(
+            ReduceOp::Std { correction },
+            self,
+            &dims.to_dims(),
+            keepdim,
+            Location::caller(),
+        )
+    }
+
+    /// Softmax along `dim`, computed stably (the max is subtracted first).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1000.0f32, 1000.0], [2], &Device::Cpu).unwrap();
+    /// assert_eq!(t.softmax(-1).unwrap().to_vec::<f32>().unwrap(), vec![0.5, 0.5]);
+    /// ```
+    #[track_caller]
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        softmax_impl(self, dim, false, Location::caller())
+    }
+    /// `log(softmax(x))` along `dim`, computed stably.
+    #[track_caller]
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        softmax_impl(self, dim, true, Location::caller())
+    }
+}
+
+fn softmax_impl(
+    a: &Tensor,
+    dim: isize,
+    log: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let name = if log { "log_softmax" } else { "softmax" };
+    float_only(name, a)?;
+    let d = norm_dim(name, dim, a.ndim())?;
+    let out = Tensor::uninit(a.shape(), a.dtype(), &a.device(), site)?;
+    if a.ndim() == 0 {
+        let v = if log { 0.0 } else { 1.0 };
+        launch(
+            &Kernel::Fill(crate::Scalar::Float(v)),
+            &[Out {
+                t: &out,
+                dtype: a.dtype(),
+            }],
+            &[],
+            false,
+            site,
+        )?;
+        return Ok(out);
+    }
+    launch(
+        &Kernel::Softmax { dim: d, log },
+        &[Out {
+            t: &out,
+            dtype: a.dtype(),
+        }],
+        &[In::new(a, a.dtype())],
+        false,
+        site,
+    )?;
+    Ok(out)
+}

@@ -1,0 +1,364 @@
+//! Creating tensors: constants, ranges, data from Rust, random numbers.
+
+use std::panic::Location;
+use std::sync::LazyLock;
+
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use super::Tensor;
+use crate::device::Device;
+use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
+use crate::error::{Error, Result};
+use crate::ops::{launch, Kernel, Out};
+use crate::shape::Shape;
+
+/// A seedable random number generator for [`Tensor::rand_with`] and friends.
+/// The default generator behind [`Tensor::rand`] is seeded with
+/// [`manual_seed`]. Streams are reproducible for a given seed (ChaCha8).
+///
+/// ```
+/// use tensorguard::{Device, DType, Generator, Tensor};
+/// let g = Generator::new(7);
+/// let a = Tensor::rand_with([3], DType::F32, &Device::Cpu, &g).unwrap();
+/// let b = Tensor::rand_with([3], DType::F32, &Device::Cpu, &Generator::new(7)).unwrap();
+/// assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+/// ```
+pub struct Generator(Mutex<ChaCha8Rng>);
+
+impl Generator {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Generator {
+        Generator(Mutex::new(ChaCha8Rng::seed_from_u64(seed)))
+    }
+    /// Reset to `seed`.
+    pub fn manual_seed(&self, seed: u64) {
+        *self.0.lock() = ChaCha8Rng::seed_from_u64(seed);
+    }
+}
+
+static DEFAULT_GEN: LazyLock<Generator> = LazyLock::new(|| Generator::new(0x5eed));
+
+/// Seed the default generator (PyTorch's `torch.manual_seed`).
+pub fn manual_seed(seed: u64) {
+    DEFAULT_GEN.manual_seed(seed);
+}
+
+fn float_dtype(op: &'static str, dtype: DType) -> Result<()> {
+    if !dtype.is_float() {
+        return Err(Error::invalid(
+            op,
+            format!("{op} makes floating point numbers, so the dtype must be floating, got {dtype}. Use `randint` for integers."),
+        ));
+    }
+    Ok(())
+}
+
+impl Tensor {
+    #[track_caller]
+    fn filled(shape: Shape, value: Scalar, dtype: DType, device: &Device) -> Result<Tensor> {
+        let site = Location::caller();
+        let t = Tensor::uninit(shape.dims(), dtype, device, site)?;
+        launch(
+            &Kernel::Fill(value),
+            &[Out { t: &t, dtype }],
+            &[],
+            false,
+            site,
+        )?;
+        Ok(t)
+    }
+
+    /// A tensor of zeros.
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::zeros([2, 3], DType::F32, &Device::Cpu).unwrap();
+    /// assert_eq!(t.to_string(), "tensor([[0., 0., 0.],\n        [0., 0., 0.]])");
+    /// ```
+    #[track_caller]
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::filled(shape.into(), Scalar::Int(0), dtype, device)
+    }
+
+    /// A tensor of ones.
+    #[track_caller]
+    pub fn ones(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::filled(shape.into(), Scalar::Int(1), dtype, device)
+    }
+
+    /// A tensor with every element `value`.
+    #[track_caller]
+    pub fn full(
+        shape: impl Into<Shape>,
+        value: impl Into<Scalar>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::filled(shape.into(), value.into(), dtype, device)
+    }
+
+    /// A tensor whose elements are not initialised to any particular value
+    /// (PyTorch's `empty`; the memory may hold earlier data).
+    #[track_caller]
+    pub fn empty(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::uninit(shape.into().dims(), dtype, device, Location::caller())
+    }
+
+    /// Zeros with the shape, dtype and device of `self`.
+    #[track_caller]
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Tensor::zeros(self.shape(), self.dtype(), &self.device())
+    }
+
+    /// Ones with the shape, dtype and device of `self`.
+    #[track_caller]
+    pub fn ones_like(&self) -> Result<Tensor> {
+        Tensor::ones(self.shape(), self.dtype(), &self.device())
+    }
+
+    /// An uninitialised tensor with the shape, dtype and device of `self`.
+    #[track_caller]
+    pub fn empty_like(&self) -> Result<Tensor> {
+        Tensor::empty(self.shape(), self.dtype(), &self.device())
+    }
+
+    /// A 0-dim tensor holding `value`.
+    #[track_caller]
+    pub fn scalar<T: Element>(value: T, device: &Device) -> Result<Tensor> {
+        Tensor::from_vec(vec![value], (), device)
+    }
+
+    /// A tensor holding `data` in row-major order with `shape`.
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1i64, 2, 3, 4], [2, 2], &Device::Cpu).unwrap();
+    /// assert_eq!(t.to_vec2::<i64>().unwrap(), vec![vec![1, 2], vec![3, 4]]);
+    /// assert!(Tensor::from_vec(vec![1i64, 2, 3], [2, 2], &Device::Cpu).is_err());
+    /// ```
+    #[track_caller]
+    pub fn from_vec<T: Element>(
+        data: Vec<T>,
+        shape: impl Into<Shape>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::from_slice(&data, shape, device)
+    }
+
+    /// A tensor holding a copy of `data` with `shape`.
+    #[track_caller]
+    pub fn from_slice<T: Element>(
+        data: &[T],
+        shape: impl Into<Shape>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.numel() != data.len() {
+            return Err(Error::ShapeMismatch {
+                op: "from_vec",
+                lhs: vec![data.len()],
+                rhs: shape.dims().to_vec(),
+                hint: format!(
+                    "{} elements were given but shape {:?} holds {}.",
+                    data.len(),
+                    shape.dims(),
+                    shape.numel()
+                ),
+            });
+        }
+        let t = Tensor::uninit(shape.dims(), T::DTYPE, device, Location::caller())?;
+        {
+            let mut guard = t.storage().data.write();
+            let dst: &mut [T::Native] = guard.typed_mut();
+            for (d, s) in dst.iter_mut().zip(data) {
+                *d = s.to_native();
+            }
+        }
+        Ok(t)
+    }
+
+    /// Values from `f64`s, converted to `dtype` (for generated data).
+    fn from_f64s(
+        values: Vec<f64>,
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        let t = Tensor::uninit(shape, dtype, device, site)?;
+        {
+            let mut guard = t.storage().data.write();
+            with_native!(dtype, T => {
+                let dst: &mut [T] = guard.typed_mut();
+                let to_bool = dtype == DType::Bool;
+                for (d, &s) in dst.iter_mut().zip(&values) {
+                    *d = if to_bool { T::from_i64((s != 0.0) as i64) } else { T::from_f64(s) };
+                }
+            });
+        }
+        Ok(t)
+    }
+
+    /// `start, start+1, ..` below `end`: i64 for integer bounds, the default
+    /// float dtype when either bound is a float (PyTorch's `arange`).
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::arange(0, 5, &Device::Cpu).unwrap();
+    /// assert_eq!(t.dtype(), DType::I64);
+    /// assert_eq!(Tensor::arange(0.0, 2.0, &Device::Cpu).unwrap().dtype(), DType::F32);
+    /// ```
+    #[track_caller]
+    pub fn arange(
+        start: impl Into<Scalar>,
+        end: impl Into<Scalar>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::arange_step(start, end, 1, device)
+    }
+
+    /// `start, start+step, ..` up to (not including) `end`.
+    #[track_caller]
+    pub fn arange_step(
+        start: impl Into<Scalar>,
+        end: impl Into<Scalar>,
+        step: impl Into<Scalar>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let (s, e, st) = (start.into(), end.into(), step.into());
+        let is_float = [s, e, st].iter().any(|x| matches!(x, Scalar::Float(_)));
+        let dtype = if is_float { DEFAULT_FLOAT } else { DType::I64 };
+        let (a, b, c) = (s.to_f64(), e.to_f64(), st.to_f64());
+        if c == 0.0 || !c.is_finite() || !a.is_finite() || !b.is_finite() {
+            return Err(Error::invalid("arange", format!("invalid range {s}..{e} with step {st}: the step must be nonzero and all bounds finite.")));
+        }
+        if (b - a) * c < 0.0 {
+            return Err(Error::invalid(
+                "arange",
+                format!("the step {st} moves away from the end: {s}..{e} would never reach it. Use a step with the sign of end - start."),
+            ));
+        }
+        let n = ((b - a) / c).ceil().max(0.0) as usize;
+        if !is_float {
+            let (a, c) = (s.to_i64(), st.to_i64());
+            let ints: Vec<i64> = (0..n).map(|i| a + i as i64 * c).collect();
+            return Tensor::from_vec(ints, [n], device);
+        }
+        let values: Vec<f64> = (0..n).map(|i| a + i as f64 * c).collect();
+        Tensor::from_f64s(values, &[n], dtype, device, Location::caller())
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive (f32).
+    #[track_caller]
+    pub fn linspace(start: f64, end: f64, steps: usize, device: &Device) -> Result<Tensor> {
+        let step = if steps > 1 {
+            (end - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        let half = steps / 2;
+        // PyTorch fills the first half from the start and the second from the
+        // end, so both endpoints are exact.
+        let values: Vec<f64> = (0..steps)
+            .map(|i| {
+                if i < half {
+                    start + step * i as f64
+                } else {
+                    end - step * (steps - 1 - i) as f64
+                }
+            })
+            .collect();
+        Tensor::from_f64s(values, &[steps], DEFAULT_FLOAT, device, Location::caller())
+    }
+
+    /// An `n` x `m` matrix with ones on the diagonal.
+    #[track_caller]
+    pub fn eye(n: usize, m: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let values: Vec<f64> = (0..n * m)
+            .map(|i| if i / m == i % m { 1.0 } else { 0.0 })
+            .collect();
+        Tensor::from_f64s(values, &[n, m], dtype, device, Location::caller())
+    }
+
+    /// Uniform random numbers in `[0, 1)` from the default generator.
+    #[track_caller]
+    pub fn rand(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::rand_with(shape, dtype, device, &DEFAULT_GEN)
+    }
+
+    /// Uniform random numbers in `[0, 1)` from `gen`.
+    #[track_caller]
+    pub fn rand_with(
+        shape: impl Into<Shape>,
+        dtype: DType,
+        device: &Device,
+        gen: &Generator,
+    ) -> Result<Tensor> {
+        float_dtype("rand", dtype)?;
+        let shape = shape.into();
+        let mut rng = gen.0.lock();
+        let values: Vec<f64> = (0..shape.numel()).map(|_| rng.random::<f64>()).collect();
+        Tensor::from_f64s(values, shape.dims(), dtype, device, Location::caller())
+    }
+
+    /// Standard normal random numbers from the default generator.
+    #[track_caller]
+    pub fn randn(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::randn_with(shape, dtype, device, &DEFAULT_GEN)
+    }
+
+    /// Standard normal random numbers from `gen`.
+    #[track_caller]
+    pub fn randn_with(
+        shape: impl Into<Shape>,
+        dtype: DType,
+        device: &Device,
+        gen: &Generator,
+    ) -> Result<Tensor> {
+        float_dtype("randn", dtype)?;
+        let shape = shape.into();
+        let mut rng = gen.0.lock();
+        let values: Vec<f64> = (0..shape.numel())
+            .map(|_| StandardNormal.sample(&mut *rng))
+            .collect();
+        Tensor::from_f64s(values, shape.dims(), dtype, device, Location::caller())
+    }
+
+    /// Random integers in `[low, high)` (i64) from the default generator.
+    #[track_caller]
+    pub fn randint(
+        low: i64,
+        high: i64,
+        shape: impl Into<Shape>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::randint_with(low, high, shape, device, &DEFAULT_GEN)
+    }
+
+    /// Random integers in `[low, high)` from `gen`.
+    #[track_caller]
+    pub fn randint_with(
+        low: i64,
+        high: i64,
+        shape: impl Into<Shape>,
+        device: &Device,
+        gen: &Generator,
+    ) -> Result<Tensor> {
+        if low >= high {
+            return Err(Error::invalid(
+                "randint",
+                format!("low ({low}) must be less than high ({high})."),
+            ));
+        }
+        let shape = shape.into();
+        let mut rng = gen.0.lock();
+        let values: Vec<i64> = (0..shape.numel())
+            .map(|_| rng.random_range(low..high))
+            .collect();
+        drop(rng);
+        Tensor::from_vec(values, shape, device)
+    }
+}
