@@ -116,7 +116,7 @@ pub enum Error {
     },
     /// A device ran out of memory; the report says how much was asked for,
     /// what is in use and what to try.
-    #[error("out of memory: {0}")]
+    #[error("{0}")]
     OutOfMemory(Box<OomReport>),
     /// A device is not available or failed.
     #[error("{0}")]

@@ -21,7 +21,7 @@
 //! let dev = Device::Cpu;
 //! let x = Tensor::arange(0.0, 6.0, &dev)?.view([2, 3])?;
 //! let y = x.mul(2.0)?.add(&Tensor::ones([3], DType::F32, &dev)?)?;
-//! assert_eq!(y.sum()?.item::<f32>()?, 33.0);
+//! assert_eq!(y.sum()?.item::<f32>()?, 36.0);
 //!
 //! // writes through a view reach the base
 //! x.transpose(0, 1)?.add_(1.0)?;

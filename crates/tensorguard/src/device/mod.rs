@@ -69,8 +69,10 @@ impl Device {
         matches!(self, Device::Cpu)
     }
 
-    /// Ok when tensors can be created and run on this device in this build.
-    pub(crate) fn check_available(&self) -> Result<()> {
+    /// `Ok` when tensors can be created and run on this device in this
+    /// build; otherwise an [`Error::Device`] that says why and what to use
+    /// instead.
+    pub fn check_available(&self) -> Result<()> {
         match self {
             Device::Cpu => Ok(()),
             Device::Emulated(n) => Err(Error::Device(format!(
@@ -93,11 +95,12 @@ pub fn count(kind: DeviceKind) -> usize {
 
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Emulated(n) => write!(f, "emu:{n}"),
-            Device::Cuda(n) => write!(f, "cuda:{n}"),
-        }
+        let s = match self {
+            Device::Cpu => "cpu".to_string(),
+            Device::Emulated(n) => format!("emu:{n}"),
+            Device::Cuda(n) => format!("cuda:{n}"),
+        };
+        f.pad(&s)
     }
 }
 

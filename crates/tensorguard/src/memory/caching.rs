@@ -1438,7 +1438,8 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("Biggest live allocations: 5 allocations of 1.00 MiB at src/"),
+            text.contains("Biggest live allocations: 5 allocations of 1.00 MiB at ")
+                && text.contains("src/memory/caching.rs:"),
             "{text}"
         );
         assert!(text.contains("(1048576 bytes requested each)."), "{text}");

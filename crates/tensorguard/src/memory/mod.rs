@@ -22,9 +22,9 @@ use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::LazyLock;
 
-pub use caching::OomReport;
 pub(crate) use caching::{Allocation, CachingAllocator};
-pub use stats::{MemoryStats, Stat, StatArray};
+pub use caching::{LiveAllocation, OomReport};
+pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
 
 use crate::device::Device;
 use crate::dtype::Native;

@@ -10,6 +10,7 @@ mod index;
 mod matmul;
 mod reduce;
 
+use std::borrow::Cow;
 use std::panic::Location;
 
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
@@ -73,6 +74,20 @@ pub(crate) enum Kernel {
     Cat { dim: usize },
 }
 
+impl Kernel {
+    /// Kernels that can read their first input from their output.
+    fn reads_output_in_place(&self) -> bool {
+        matches!(
+            self,
+            Kernel::Unary(_)
+                | Kernel::Binary(_)
+                | Kernel::BinaryScalar { .. }
+                | Kernel::Clamp { .. }
+                | Kernel::MaskedFill(_)
+        )
+    }
+}
+
 /// One input of a launch: the tensor, the dtype the kernel reads it as, and
 /// the shape it is broadcast to (None: as is).
 pub(crate) struct In<'a> {
@@ -107,14 +122,14 @@ pub(crate) struct Out<'a> {
 /// A kernel's view of one input.
 pub(crate) struct KIn<'a> {
     pub buf: &'a Buffer,
-    pub layout: Layout,
+    pub layout: Cow<'a, Layout>,
     pub dtype: DType,
 }
 
 /// A kernel's view of one output.
 pub(crate) struct KOut<'a> {
     pub buf: &'a mut Buffer,
-    pub layout: Layout,
+    pub layout: Cow<'a, Layout>,
     pub dtype: DType,
 }
 
@@ -180,14 +195,30 @@ pub(crate) fn launch(
     let find = |id: u64| guards.iter().position(|g| g.0 == id).unwrap_or(0);
     let out_ids: SmallVec<[u64; 2]> = outs.iter().map(|o| o.t.storage().id()).collect();
 
-    // 3. stage inputs that need a cast or alias an output
-    let mut staged: SmallVec<[Option<(Buffer, Layout)>; 4]> = SmallVec::new();
-    for i in ins {
+    // An elementwise in-place op reads its first input from the output
+    // itself when it is exactly the output (`a.add_(b)`), without staging.
+    let self_first = kernel.reads_output_in_place()
+        && outs.len() == 1
+        && outs[0].t.dtype() == outs[0].dtype
+        && ins.first().is_some_and(|i| {
+            i.t.storage().id() == out_ids[0]
+                && i.t.dtype() == i.dtype
+                && i.dtype == outs[0].dtype
+                && i.t.layout() == outs[0].t.layout()
+        });
+
+    // 3. stage inputs that need a cast or alias an output (rare: kept in a
+    // Vec that stays unallocated on the common path)
+    let mut staged: Vec<(usize, Buffer, Layout)> = Vec::new();
+    for (n, i) in ins.iter().enumerate() {
         let id = i.t.storage().id();
+        if self_first && n == 0 {
+            continue;
+        }
         if i.t.dtype() != i.dtype || out_ids.contains(&id) {
             let src = KIn {
                 buf: guards[find(id)].1.buf(),
-                layout: i.t.layout().clone(),
+                layout: Cow::Borrowed(i.t.layout()),
                 dtype: i.t.dtype(),
             };
             let layout = Layout::contiguous(i.t.shape());
@@ -196,62 +227,48 @@ pub(crate) fn launch(
                 layout.numel() * i.dtype.size_in_bytes(),
                 site,
             )?;
-            cpu::run(
-                &Kernel::Copy,
-                &mut [KOut {
-                    buf: &mut buf,
-                    layout: layout.clone(),
-                    dtype: i.dtype,
-                }],
-                &[src],
-            )?;
-            staged.push(Some((buf, layout)));
-        } else {
-            staged.push(None);
+            let mut dst = [KOut {
+                buf: &mut buf,
+                layout: Cow::Borrowed(&layout),
+                dtype: i.dtype,
+            }];
+            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
+            staged.push((n, buf, layout));
         }
     }
     // temporaries for outputs produced in another dtype
-    let mut out_tmp: SmallVec<[Option<Buffer>; 2]> = SmallVec::new();
-    for o in outs {
+    let mut out_tmp: Vec<(usize, Buffer, Layout)> = Vec::new();
+    for (k, o) in outs.iter().enumerate() {
         if o.t.dtype() != o.dtype {
-            out_tmp.push(Some(Buffer::new(
-                &o.t.device(),
-                o.t.numel() * o.dtype.size_in_bytes(),
-                site,
-            )?));
-        } else {
-            out_tmp.push(None);
+            let buf = Buffer::new(&o.t.device(), o.t.numel() * o.dtype.size_in_bytes(), site)?;
+            out_tmp.push((k, buf, Layout::contiguous(o.t.shape())));
         }
     }
 
     // 4. split the guards into the kernel's views
-    let mut slots: SmallVec<[(u64, Option<&mut Buffer>, Option<&Buffer>); 6]> = guards
+    type Slot<'g> = (u64, Option<&'g mut Buffer>, Option<&'g Buffer>);
+    let mut slots: SmallVec<[Slot<'_>; 6]> = guards
         .iter_mut()
         .map(|(id, g)| match g {
             Guard::W(w) => (*id, Some(&mut **w), None),
             Guard::R(r) => (*id, None, Some(&**r)),
         })
         .collect();
-    let mut kins: SmallVec<[KIn<'_>; 4]> = SmallVec::new();
-    for (i, st) in ins.iter().zip(&staged) {
-        let (buf, base) = match st {
-            Some((b, l)) => (b, l.clone()),
+    let mut kins: SmallVec<[KIn<'_>; 3]> = SmallVec::new();
+    for (n, i) in ins.iter().enumerate().skip(usize::from(self_first)) {
+        let (buf, base): (&Buffer, Cow<'_, Layout>) = match staged.iter().find(|s| s.0 == n) {
+            Some((_, b, l)) => (b, Cow::Borrowed(l)),
             None => {
                 let id = i.t.storage().id();
-                let slot = slots.iter().find(|s| s.0 == id).and_then(|s| s.2);
-                match slot {
-                    Some(b) => (b, i.t.layout().clone()),
-                    None => {
-                        return Err(Error::Device(format!(
-                            "internal error: input storage {id} is not locked for reading"
-                        )))
-                    }
+                match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
+                    Some(b) => (b, Cow::Borrowed(i.t.layout())),
+                    None => return Err(internal("an input storage is not locked for reading")),
                 }
             }
         };
         let layout = match i.bshape {
-            Some(s) => base.broadcast_to(s),
-            None => base,
+            Some(s) if s != base.shape.as_slice() => Cow::Owned(base.broadcast_to(s)),
+            _ => base,
         };
         kins.push(KIn {
             buf,
@@ -260,69 +277,56 @@ pub(crate) fn launch(
         });
     }
     let mut kouts: SmallVec<[KOut<'_>; 2]> = SmallVec::new();
-    let mut finals: SmallVec<[(usize, Layout, DType); 2]> = SmallVec::new();
-    for (k, (o, tmp)) in outs.iter().zip(out_tmp.iter_mut()).enumerate() {
-        match tmp {
-            Some(b) => {
-                finals.push((k, o.t.layout().clone(), o.t.dtype()));
-                kouts.push(KOut {
-                    buf: b,
-                    layout: Layout::contiguous(o.t.shape()),
-                    dtype: o.dtype,
-                });
-            }
+    let mut tmps = out_tmp.iter_mut().peekable();
+    for (k, o) in outs.iter().enumerate() {
+        match tmps.next_if(|t| t.0 == k) {
+            Some((_, b, l)) => kouts.push(KOut {
+                buf: b,
+                layout: Cow::Borrowed(l),
+                dtype: o.dtype,
+            }),
             None => {
                 let id = o.t.storage().id();
-                let slot = slots
+                match slots
                     .iter_mut()
                     .find(|s| s.0 == id)
-                    .and_then(|s| s.1.take());
-                match slot {
+                    .and_then(|s| s.1.take())
+                {
                     Some(b) => kouts.push(KOut {
                         buf: b,
-                        layout: o.t.layout().clone(),
+                        layout: Cow::Borrowed(o.t.layout()),
                         dtype: o.dtype,
                     }),
-                    None => {
-                        return Err(Error::invalid(
-                            "launch",
-                            "two outputs of one op share a storage; write them one at a time.",
-                        ))
-                    }
+                    None => return Err(internal("two outputs of one op share a storage")),
                 }
             }
         }
     }
 
     // 5. run, then cast staged outputs into place
-    cpu::run(kernel, &mut kouts, &kins)?;
+    cpu::run(kernel, &mut kouts, &kins, self_first)?;
     drop(kins);
-    if !finals.is_empty() {
-        let tmps: SmallVec<[(Layout, DType); 2]> =
-            kouts.iter().map(|k| (k.layout.clone(), k.dtype)).collect();
-        drop(kouts);
-        for (k, layout, dtype) in finals {
-            let id = outs[k].t.storage().id();
-            let dst = slots
-                .iter_mut()
-                .find(|s| s.0 == id)
-                .and_then(|s| s.1.take());
-            let src_buf = out_tmp[k].as_ref();
-            if let (Some(dst), Some(src)) = (dst, src_buf) {
-                cpu::run(
-                    &Kernel::Copy,
-                    &mut [KOut {
-                        buf: dst,
-                        layout,
-                        dtype,
-                    }],
-                    &[KIn {
-                        buf: src,
-                        layout: tmps[k].0.clone(),
-                        dtype: tmps[k].1,
-                    }],
-                )?;
-            }
+    drop(kouts);
+    drop(tmps);
+    for (k, buf, layout) in &out_tmp {
+        let o = &outs[*k];
+        let id = o.t.storage().id();
+        if let Some(dst) = slots
+            .iter_mut()
+            .find(|s| s.0 == id)
+            .and_then(|s| s.1.take())
+        {
+            let mut dst = [KOut {
+                buf: dst,
+                layout: Cow::Borrowed(o.t.layout()),
+                dtype: o.t.dtype(),
+            }];
+            let src = KIn {
+                buf,
+                layout: Cow::Borrowed(layout),
+                dtype: o.dtype,
+            };
+            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
         }
     }
     if inplace {
@@ -331,6 +335,10 @@ pub(crate) fn launch(
         }
     }
     Ok(())
+}
+
+fn internal(what: &str) -> Error {
+    Error::invalid("launch", format!("internal error: {what}"))
 }
 
 /// Checks for writing into `out` in place while reading `inputs`.

@@ -264,7 +264,8 @@ impl Tensor {
         // end, so both endpoints are exact.
         let values: Vec<f64> = (0..steps)
             .map(|i| {
-                if i < half {
+                // one step is `start` (PyTorch fills it with start)
+                if i < half || steps == 1 {
                     start + step * i as f64
                 } else {
                     end - step * (steps - 1 - i) as f64

@@ -180,7 +180,11 @@ impl Tensor {
     /// assert!(t.to_vec::<i64>().is_err()); // wrong dtype: cast with to_dtype first
     /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.check_elem::<T>("to_vec")?;
+        self.read_vec("to_vec")
+    }
+
+    fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+        self.check_elem::<T>(op)?;
         let guard = self.0.storage.data.read();
         let data: &[T::Native] = guard.typed();
         let layout = &self.0.layout;
@@ -201,7 +205,7 @@ impl Tensor {
                 ),
             ));
         }
-        let v = self.to_vec::<T>()?;
+        let v = self.read_vec::<T>("item")?;
         v.into_iter()
             .next()
             .ok_or_else(|| Error::invalid("item", "the tensor is empty."))
@@ -210,14 +214,14 @@ impl Tensor {
     /// The elements of a 2-D tensor as rows.
     pub fn to_vec2<T: Element>(&self) -> Result<Vec<Vec<T>>> {
         let [r, c] = self.shape_n::<2>("to_vec2")?;
-        let flat = self.to_vec::<T>()?;
+        let flat = self.read_vec::<T>("to_vec2")?;
         Ok((0..r).map(|i| flat[i * c..(i + 1) * c].to_vec()).collect())
     }
 
     /// The elements of a 3-D tensor as nested vectors.
     pub fn to_vec3<T: Element>(&self) -> Result<Vec<Vec<Vec<T>>>> {
         let [a, b, c] = self.shape_n::<3>("to_vec3")?;
-        let flat = self.to_vec::<T>()?;
+        let flat = self.read_vec::<T>("to_vec3")?;
         Ok((0..a)
             .map(|i| {
                 (0..b)

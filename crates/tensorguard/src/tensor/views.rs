@@ -97,7 +97,16 @@ impl Tensor {
                 strides,
                 offset: self.layout().offset,
             })),
-            None => self.contiguous()?.view(shape.to_vec()),
+            None => {
+                // a copy, not a view of `self` (PyTorch's `_unsafe_view`)
+                let copy = self.contiguous()?;
+                Ok(Tensor::from_parts(
+                    Arc::clone(copy.storage()),
+                    Layout::contiguous(&shape),
+                    self.dtype(),
+                    false,
+                ))
+            }
         }
     }
 
@@ -256,9 +265,11 @@ impl Tensor {
                 (w, _) if w < 0 => return Err(bad(format!("size {w} is invalid."))),
                 (w, Some((sz, st))) if w as usize == sz => (sz, st),
                 (w, Some((1, _))) => (w as usize, 0),
-                (w, Some((sz, _))) => return Err(bad(format!(
+                (w, Some((sz, _))) => {
+                    return Err(bad(format!(
                     "dimension {i} has size {sz}, which is not 1, so it cannot be expanded to {w}."
-                ))),
+                )))
+                }
                 (w, None) => (w as usize, 0),
             };
             shape.push(size);
@@ -305,7 +316,21 @@ impl Tensor {
     /// Insert a dimension of size 1 at `dim` (a view); `dim` may be
     /// `-ndim-1 ..= ndim`.
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
-        let d = norm_dim("unsqueeze", dim, self.ndim() + 1)?;
+        let n = self.ndim() as isize;
+        if dim < -n - 1 || dim > n {
+            return Err(Error::IndexOutOfRange {
+                op: "unsqueeze",
+                what: format!("the insert positions of a tensor with {n} dimension(s)"),
+                index: dim as i64,
+                size: self.ndim() + 1,
+                range: format!("{} to {n}", -n - 1),
+            });
+        }
+        let d = if dim < 0 {
+            (dim + n + 1) as usize
+        } else {
+            dim as usize
+        };
         let mut l = self.layout().clone();
         let stride = if d < l.ndim() {
             l.strides[d] * l.shape[d]

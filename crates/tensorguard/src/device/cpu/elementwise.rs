@@ -3,10 +3,11 @@
 use half::{bf16, f16};
 use num_traits::Float;
 
-use super::iter::{map1, map2, map3};
+use super::iter::{map1, map1_self, map2, map2_self, map3};
 use crate::dtype::{with_native, DType, Native, Scalar};
 use crate::error::{Error, Result};
 use crate::ops::{BinaryOp, KIn, KOut, UnaryOp};
+use crate::shape::Layout;
 
 /// Arithmetic with PyTorch's semantics per native type (integers wrap,
 /// `maximum`/`minimum` propagate NaN).
@@ -154,24 +155,53 @@ macro_rules! with_arith {
 }
 pub(crate) use with_arith;
 
+/// out = f(a), or out = f(out) when `a` is None (the op's input is its output).
+fn un<T: Native>(o: &mut [T], ol: &Layout, a: Option<(&[T], &Layout)>, f: impl Fn(T) -> T + Sync) {
+    match a {
+        Some((x, l)) => map1(o, ol, x, l, f),
+        None => map1_self(o, ol, f),
+    }
+}
+
+/// out = f(a, b), or out = f(out, b) when `a` is None.
+fn bin<T: Native, B: Native>(
+    o: &mut [T],
+    ol: &Layout,
+    a: Option<(&[T], &Layout)>,
+    b: (&[B], &Layout),
+    f: impl Fn(T, B) -> T + Sync,
+) {
+    match a {
+        Some(a) => map2(o, ol, a, b, f),
+        None => map2_self(o, ol, b, f),
+    }
+}
+
+fn missing() -> Error {
+    Error::invalid(
+        "kernel",
+        "internal error: a comparison cannot read its output",
+    )
+}
+
 #[inline(always)]
 fn sigmoid<T: Float>(x: T) -> T {
     T::one() / (T::one() + (-x).exp())
 }
 
-pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
-    let dt = a.dtype;
-    let ol = out.layout.clone();
+pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
+    let dt = out.dtype;
+    let ol = out.layout.as_ref().clone();
     if op.is_float_only() {
         return with_float!(dt, T => {
             let o: &mut [T] = out.buf.typed_mut();
-            let x: &[T] = a.buf.typed();
+            let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
             match op {
-                UnaryOp::Exp => map1(o, &ol, x, &a.layout, |v: T| v.exp()),
-                UnaryOp::Log => map1(o, &ol, x, &a.layout, |v: T| v.ln()),
-                UnaryOp::Sqrt => map1(o, &ol, x, &a.layout, |v: T| v.sqrt()),
-                UnaryOp::Sigmoid => map1(o, &ol, x, &a.layout, sigmoid::<T>),
-                UnaryOp::Tanh => map1(o, &ol, x, &a.layout, |v: T| v.tanh()),
+                UnaryOp::Exp => un(o, &ol, x, |v: T| v.exp()),
+                UnaryOp::Log => un(o, &ol, x, |v: T| v.ln()),
+                UnaryOp::Sqrt => un(o, &ol, x, |v: T| v.sqrt()),
+                UnaryOp::Sigmoid => un(o, &ol, x, sigmoid::<T>),
+                UnaryOp::Tanh => un(o, &ol, x, |v: T| v.tanh()),
                 _ => {}
             }
             Ok(())
@@ -179,12 +209,13 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> 
     }
     with_arith!(dt, T => {
         let o: &mut [T] = out.buf.typed_mut();
-        let x: &[T] = a.buf.typed();
+        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let zero = T::zero();
         match op {
-            UnaryOp::Neg => map1(o, &ol, x, &a.layout, |v: T| Arith::neg(v)),
-            UnaryOp::Abs => map1(o, &ol, x, &a.layout, |v: T| Arith::abs(v)),
-            UnaryOp::Relu => map1(o, &ol, x, &a.layout, |v: T| if Arith::is_nan(v) || v > zero { v } else { zero }),
+            UnaryOp::Neg => un(o, &ol, x, |v: T| Arith::neg(v)),
+            UnaryOp::Abs => un(o, &ol, x, |v: T| Arith::abs(v)),
+            // `>=` keeps -0.0 as -0.0, as PyTorch does
+            UnaryOp::Relu => un(o, &ol, x, |v: T| if Arith::is_nan(v) || v >= zero { v } else { zero }),
             _ => {}
         }
         Ok(())
@@ -235,20 +266,26 @@ macro_rules! binary_body_arith {
     };
 }
 
-pub(crate) fn binary(op: BinaryOp, out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()> {
-    let dt = a.dtype;
+pub(crate) fn binary(
+    op: BinaryOp,
+    out: &mut KOut<'_>,
+    a: Option<&KIn<'_>>,
+    b: &KIn<'_>,
+) -> Result<()> {
+    let dt = b.dtype;
     check_int_pow(op, dt, b)?;
-    let ol = out.layout.clone();
+    let ol = out.layout.as_ref().clone();
     with_arith!(dt, T => {
-        let x: &[T] = a.buf.typed();
+        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let y: &[T] = b.buf.typed();
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => { map2(o, &ol, (x, &a.layout), (y, &b.layout), $f) } }
+            let x = x.ok_or_else(missing)?;
+            macro_rules! apply { ($f:expr) => { map2(o, &ol, x, (y, &b.layout), $f) } }
             binary_body!(op, T, apply);
         } else {
             let o: &mut [T] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => { map2(o, &ol, (x, &a.layout), (y, &b.layout), $f) } }
+            macro_rules! apply { ($f:expr) => { bin(o, &ol, x, (y, &b.layout), $f) } }
             binary_body_arith!(op, T, apply);
         }
         Ok(())
@@ -261,23 +298,24 @@ pub(crate) fn binary_scalar(
     s: Scalar,
     reversed: bool,
     out: &mut KOut<'_>,
-    a: &KIn<'_>,
+    a: Option<&KIn<'_>>,
 ) -> Result<()> {
-    let dt = a.dtype;
+    let dt = a.map_or(out.dtype, |a| a.dtype);
     if op == BinaryOp::Pow && !dt.is_float() && !reversed && s.to_i64() < 0 {
         return Err(Error::invalid("pow", "integers cannot be raised to negative integer powers. Cast the base to a float dtype first."));
     }
-    let ol = out.layout.clone();
+    let ol = out.layout.as_ref().clone();
     with_arith!(dt, T => {
-        let x: &[T] = a.buf.typed();
+        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let sv: T = s.to_native();
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, &a.layout, |v: T| f(sv, v)) } else { map1(o, &ol, x, &a.layout, |v: T| f(v, sv)) } }} }
+            let (x, xl) = x.ok_or_else(missing)?;
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, xl, |v: T| f(sv, v)) } else { map1(o, &ol, x, xl, |v: T| f(v, sv)) } }} }
             binary_body!(op, T, apply);
         } else {
             let o: &mut [T] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, &a.layout, |v: T| f(sv, v)) } else { map1(o, &ol, x, &a.layout, |v: T| f(v, sv)) } }} }
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { un(o, &ol, x, |v: T| f(sv, v)) } else { un(o, &ol, x, |v: T| f(v, sv)) } }} }
             binary_body_arith!(op, T, apply);
         }
         Ok(())
@@ -288,15 +326,15 @@ pub(crate) fn clamp(
     min: Option<Scalar>,
     max: Option<Scalar>,
     out: &mut KOut<'_>,
-    a: &KIn<'_>,
+    a: Option<&KIn<'_>>,
 ) -> Result<()> {
-    let ol = out.layout.clone();
-    with_arith!(a.dtype, T => {
-        let x: &[T] = a.buf.typed();
+    let ol = out.layout.as_ref().clone();
+    with_arith!(out.dtype, T => {
+        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let o: &mut [T] = out.buf.typed_mut();
         let lo: Option<T> = min.map(|s| s.to_native());
         let hi: Option<T> = max.map(|s| s.to_native());
-        map1(o, &ol, x, &a.layout, |v: T| {
+        un(o, &ol, x, |v: T| {
             let v = match lo { Some(l) if v < l => l, _ => v };
             match hi { Some(h) if v > h => h, _ => v }
         });
@@ -305,7 +343,7 @@ pub(crate) fn clamp(
 }
 
 pub(crate) fn where_(out: &mut KOut<'_>, c: &KIn<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()> {
-    let ol = out.layout.clone();
+    let ol = out.layout.as_ref().clone();
     with_native!(a.dtype, T => {
         let cond: &[u8] = c.buf.typed();
         let x: &[T] = a.buf.typed();
@@ -319,17 +357,17 @@ pub(crate) fn where_(out: &mut KOut<'_>, c: &KIn<'_>, a: &KIn<'_>, b: &KIn<'_>) 
 pub(crate) fn masked_fill(
     value: Scalar,
     out: &mut KOut<'_>,
-    a: &KIn<'_>,
+    a: Option<&KIn<'_>>,
     mask: &KIn<'_>,
 ) -> Result<()> {
-    let ol = out.layout.clone();
-    let is_bool = a.dtype == DType::Bool;
-    with_native!(a.dtype, T => {
-        let x: &[T] = a.buf.typed();
+    let ol = out.layout.as_ref().clone();
+    let is_bool = out.dtype == DType::Bool;
+    with_native!(out.dtype, T => {
+        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let m: &[u8] = mask.buf.typed();
         let o: &mut [T] = out.buf.typed_mut();
         let v: T = if is_bool { T::from_i64((value.to_f64() != 0.0) as i64) } else { value.to_native() };
-        map2(o, &ol, (x, &a.layout), (m, &mask.layout), |x: T, m: u8| if m != 0 { v } else { x });
+        bin(o, &ol, x, (m, &mask.layout), |x: T, m: u8| if m != 0 { v } else { x });
         Ok(())
     })
 }

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use crate::dtype::Native;
-use crate::shape::{Dims, Layout};
+use crate::shape::Layout;
 
 /// Below this many elements an op runs on the calling thread.
 pub(crate) const PAR_MIN: usize = 1 << 15;
@@ -16,7 +16,7 @@ pub(crate) const PAR_MIN: usize = 1 << 15;
 /// `shape` must be non-empty with no zero sizes.
 pub(crate) fn for_each_run<const N: usize>(
     shape: &[usize],
-    strides: &[Dims; N],
+    strides: [&[usize]; N],
     base: [usize; N],
     start: usize,
     end: usize,
@@ -79,9 +79,21 @@ where
     if numel == 0 {
         return;
     }
+    if numel == 1 {
+        // one element (a tiny op): no iteration machinery
+        body(
+            out,
+            0,
+            std::array::from_fn(|k| layouts[k].offset),
+            1,
+            [0; N],
+        );
+        return;
+    }
     let strides: [&[usize]; N] = std::array::from_fn(|k| &layouts[k].strides[..]);
     let (shape, cstrides) = Layout::coalesce(&ol.shape, strides);
     let base: [usize; N] = std::array::from_fn(|k| layouts[k].offset);
+    let cref: [&[usize]; N] = std::array::from_fn(|k| &cstrides[k][..]);
     let threads = rayon::current_num_threads();
     if ol.is_contiguous() && numel >= PAR_MIN && threads > 1 {
         let chunk = (numel / (threads * 4))
@@ -91,12 +103,12 @@ where
         o.par_chunks_mut(chunk).enumerate().for_each(|(ci, oc)| {
             let start = ci * chunk;
             let end = start + oc.len();
-            for_each_run(&shape, &cstrides, base, start, end, |offs, len, inner| {
+            for_each_run(&shape, cref, base, start, end, |offs, len, inner| {
                 body(oc, base[0] + start, offs, len, inner)
             });
         });
     } else {
-        for_each_run(&shape, &cstrides, base, 0, numel, |offs, len, inner| {
+        for_each_run(&shape, cref, base, 0, numel, |offs, len, inner| {
             body(out, 0, offs, len, inner)
         });
     }
@@ -125,6 +137,50 @@ pub(crate) fn map1<A: Native, O: Native>(
             [so, sa] => {
                 for i in 0..len {
                     o[oo + i * so] = f(a[offs[1] + i * sa]);
+                }
+            }
+        }
+    });
+}
+
+/// out = f(out): an in-place op whose first operand is its output.
+pub(crate) fn map1_self<O: Native>(out: &mut [O], ol: &Layout, f: impl Fn(O) -> O + Sync) {
+    drive(out, [ol], |o, ob, offs, len, inner| {
+        let oo = offs[0] - ob;
+        if inner[0] == 1 {
+            o[oo..oo + len].iter_mut().for_each(|x| *x = f(*x));
+        } else {
+            for i in 0..len {
+                let x = &mut o[oo + i * inner[0]];
+                *x = f(*x);
+            }
+        }
+    });
+}
+
+/// out = f(out, b): an in-place binary op whose first operand is its output.
+pub(crate) fn map2_self<B: Native, O: Native>(
+    out: &mut [O],
+    ol: &Layout,
+    (b, bl): (&[B], &Layout),
+    f: impl Fn(O, B) -> O + Sync,
+) {
+    drive(out, [ol, bl], |o, ob, offs, len, inner| {
+        let oo = offs[0] - ob;
+        match inner {
+            [1, 1] => {
+                for (x, y) in o[oo..oo + len].iter_mut().zip(&b[offs[1]..offs[1] + len]) {
+                    *x = f(*x, *y);
+                }
+            }
+            [1, 0] => {
+                let y = b[offs[1]];
+                o[oo..oo + len].iter_mut().for_each(|x| *x = f(*x, y));
+            }
+            [so, sb] => {
+                for i in 0..len {
+                    let x = &mut o[oo + i * so];
+                    *x = f(*x, b[offs[1] + i * sb]);
                 }
             }
         }
@@ -200,7 +256,7 @@ pub(crate) fn gather_strided<T: Native>(data: &[T], layout: &Layout, mut f: impl
     let (shape, [st]) = Layout::coalesce(&layout.shape, [&layout.strides[..]]);
     for_each_run(
         &shape,
-        &[st],
+        [&st[..]],
         [layout.offset],
         0,
         numel,

@@ -21,14 +21,10 @@ fn for_each_batch(o: &Layout, a: &Layout, b: &Layout, mut f: impl FnMut(usize, u
         f(o.offset, a.offset, b.offset);
         return;
     }
-    let st = [
-        o.strides[..nb].iter().copied().collect::<Dims>(),
-        a.strides[..nb].iter().copied().collect::<Dims>(),
-        b.strides[..nb].iter().copied().collect::<Dims>(),
-    ];
+    let st = [&o.strides[..nb], &a.strides[..nb], &b.strides[..nb]];
     for_each_run(
         &shape,
-        &st,
+        st,
         [o.offset, a.offset, b.offset],
         0,
         batches,
@@ -60,7 +56,7 @@ fn cs(l: &Layout) -> isize {
 
 fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
     let (m, k, n) = mkn(&a.layout, &b.layout);
-    let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
+    let (ol, al, bl) = (out.layout.as_ref().clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
@@ -124,7 +120,7 @@ fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
 
 fn naive<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, acc_float: bool) {
     let (m, k, n) = mkn(&a.layout, &b.layout);
-    let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
+    let (ol, al, bl) = (out.layout.as_ref().clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();

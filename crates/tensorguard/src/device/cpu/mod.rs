@@ -13,82 +13,101 @@ pub(crate) use iter::gather_strided;
 use crate::error::{Error, Result};
 use crate::ops::{KIn, KOut, Kernel};
 
-/// Run `kernel` on already locked and staged buffers.
-pub(crate) fn run(kernel: &Kernel, outs: &mut [KOut<'_>], ins: &[KIn<'_>]) -> Result<()> {
-    let arity = |o: usize, i: usize| -> Result<()> {
-        if outs.len() < o || ins.len() < i {
-            return Err(Error::invalid(
-                "kernel",
-                format!("internal error: {kernel:?} needs {o} outputs and {i} inputs"),
-            ));
+fn internal(kernel: &Kernel) -> Error {
+    Error::invalid(
+        "kernel",
+        format!("internal error: {kernel:?} was launched with too few operands"),
+    )
+}
+
+/// Run `kernel` on already locked and staged buffers. When `self_first`,
+/// the kernel's first input is its (only) output, read and written in
+/// place, and `ins` holds the remaining inputs.
+pub(crate) fn run(
+    kernel: &Kernel,
+    outs: &mut [KOut<'_>],
+    ins: &[KIn<'_>],
+    self_first: bool,
+) -> Result<()> {
+    let (first, rest): (Option<&KIn<'_>>, &[KIn<'_>]) = match (self_first, ins.split_first()) {
+        (true, _) => (None, ins),
+        (false, Some((f, r))) => (Some(f), r),
+        (false, None) => (None, &[]),
+    };
+    let has_first = self_first || first.is_some();
+    let need = |o: usize, i: usize| -> Result<()> {
+        let inputs = rest.len() + usize::from(has_first);
+        if outs.len() < o || inputs < i {
+            return Err(internal(kernel));
         }
         Ok(())
     };
+    let input = || first.ok_or_else(|| internal(kernel));
     match kernel {
         Kernel::Fill(v) => {
-            arity(1, 0)?;
+            need(1, 0)?;
             copy::fill(&mut outs[0], *v);
             Ok(())
         }
         Kernel::Copy => {
-            arity(1, 1)?;
-            copy::copy(&mut outs[0], &ins[0]);
+            need(1, 1)?;
+            copy::copy(&mut outs[0], input()?);
             Ok(())
         }
         Kernel::Unary(op) => {
-            arity(1, 1)?;
-            elementwise::unary(*op, &mut outs[0], &ins[0])
+            need(1, 1)?;
+            elementwise::unary(*op, &mut outs[0], first)
         }
         Kernel::Binary(op) => {
-            arity(1, 2)?;
-            elementwise::binary(*op, &mut outs[0], &ins[0], &ins[1])
+            need(1, 2)?;
+            elementwise::binary(*op, &mut outs[0], first, &rest[0])
         }
         Kernel::BinaryScalar {
             op,
             scalar,
             reversed,
         } => {
-            arity(1, 1)?;
-            elementwise::binary_scalar(*op, *scalar, *reversed, &mut outs[0], &ins[0])
+            need(1, 1)?;
+            elementwise::binary_scalar(*op, *scalar, *reversed, &mut outs[0], first)
         }
         Kernel::Clamp { min, max } => {
-            arity(1, 1)?;
-            elementwise::clamp(*min, *max, &mut outs[0], &ins[0])
+            need(1, 1)?;
+            elementwise::clamp(*min, *max, &mut outs[0], first)
         }
         Kernel::Where => {
-            arity(1, 3)?;
-            elementwise::where_(&mut outs[0], &ins[0], &ins[1], &ins[2])
+            need(1, 3)?;
+            elementwise::where_(&mut outs[0], input()?, &rest[0], &rest[1])
         }
         Kernel::MaskedFill(v) => {
-            arity(1, 2)?;
-            elementwise::masked_fill(*v, &mut outs[0], &ins[0], &ins[1])
+            need(1, 2)?;
+            elementwise::masked_fill(*v, &mut outs[0], first, &rest[0])
         }
         Kernel::Reduce { op, dims } => {
-            arity(1, 1)?;
-            reduce::reduce(*op, dims, &mut outs[0], &ins[0])
+            need(1, 1)?;
+            reduce::reduce(*op, dims, &mut outs[0], input()?)
         }
         Kernel::ReduceWithIndex { max, dim } => {
-            arity(2, 1)?;
-            reduce::reduce_with_index(*max, *dim, outs, &ins[0])
+            need(2, 1)?;
+            reduce::reduce_with_index(*max, *dim, outs, input()?)
         }
         Kernel::Softmax { dim, log } => {
-            arity(1, 1)?;
-            reduce::softmax(*dim, *log, &mut outs[0], &ins[0])
+            need(1, 1)?;
+            reduce::softmax(*dim, *log, &mut outs[0], input()?)
         }
         Kernel::Matmul => {
-            arity(1, 2)?;
-            matmul::matmul(&mut outs[0], &ins[0], &ins[1])
+            need(1, 2)?;
+            matmul::matmul(&mut outs[0], input()?, &rest[0])
         }
         Kernel::IndexSelect { dim } => {
-            arity(1, 2)?;
-            index::index_select(*dim, &mut outs[0], &ins[0], &ins[1])
+            need(1, 2)?;
+            index::index_select(*dim, &mut outs[0], input()?, &rest[0])
         }
         Kernel::Gather { dim } => {
-            arity(1, 2)?;
-            index::gather(*dim, &mut outs[0], &ins[0], &ins[1])
+            need(1, 2)?;
+            index::gather(*dim, &mut outs[0], input()?, &rest[0])
         }
         Kernel::Cat { dim } => {
-            arity(1, 0)?;
+            need(1, 0)?;
             index::cat(*dim, &mut outs[0], ins)
         }
     }

@@ -36,7 +36,7 @@ impl Lanes {
         }
         for_each_run(
             &self.shape,
-            &[self.strides.clone()],
+            [&self.strides[..]],
             [base],
             start,
             end,
@@ -254,7 +254,7 @@ pub(crate) fn reduce_with_index(
         let numel = vl.numel();
         if numel > 0 {
             let (shape, st) = Layout::coalesce(&vl.shape, [&vl.strides[..], &il.strides[..], &outer.strides[..]]);
-            for_each_run(&shape, &st, [vl.offset, il.offset, outer.offset], 0, numel, |offs, len, inner| {
+            for_each_run(&shape, [&st[0][..], &st[1][..], &st[2][..]], [vl.offset, il.offset, outer.offset], 0, numel, |offs, len, inner| {
                 for i in 0..len {
                     let (v, k) = extreme_lane(data, &lanes, offs[2] + i * inner[2], 0, lanes.len, max);
                     vo[offs[0] + i * inner[0]] = v;
@@ -269,9 +269,9 @@ pub(crate) fn reduce_with_index(
 pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
     let n = a.layout.shape[dim];
     let (a_st, o_st) = (a.layout.strides[dim], out.layout.strides[dim]);
-    let mut outer_a = a.layout.clone();
+    let mut outer_a = a.layout.as_ref().clone();
     outer_a.shape[dim] = 1;
-    let mut outer_o = out.layout.clone();
+    let mut outer_o = out.layout.as_ref().clone();
     outer_o.shape[dim] = 1;
     with_float!(a.dtype, T => {
         let x: &[T] = a.buf.typed();
@@ -300,14 +300,14 @@ pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) ->
             let ost = &ost;
             o[off..off + total].par_chunks_mut(n).enumerate().for_each(|(r, row)| {
                 let mut ao = outer_a.offset;
-                for_each_run(&oshape, &[ost.clone()], [0], r, r + 1, |offs, _, _| ao += offs[0]);
+                for_each_run(&oshape, [&ost[..]], [0], r, r + 1, |offs, _, _| ao += offs[0]);
                 lane(row, 0, ao);
             });
         } else if n > 0 {
             let numel = outer_o.numel();
             if numel > 0 {
                 let (shape, st) = Layout::coalesce(&outer_o.shape, [&outer_o.strides[..], &outer_a.strides[..]]);
-                for_each_run(&shape, &st, [outer_o.offset, outer_a.offset], 0, numel, |offs, len, inner| {
+                for_each_run(&shape, [&st[0][..], &st[1][..]], [outer_o.offset, outer_a.offset], 0, numel, |offs, len, inner| {
                     for i in 0..len {
                         lane(o, offs[0] + i * inner[0], offs[1] + i * inner[1]);
                     }

@@ -1,0 +1,764 @@
+//! In-place ops: the article's examples, parity of every `op_` with its
+//! out-of-place twin, the checks that refuse unsafe writes (expanded
+//! targets, lossy casts, partial overlap) and version counters with the call
+//! site of the last write.
+
+use tensorguard::{DType, Device, Error, Result, Tensor};
+
+const DEV: Device = Device::Cpu;
+
+fn f32s(v: &[f32], shape: &[usize]) -> Result<Tensor> {
+    Tensor::from_slice(v, shape, &DEV)
+}
+
+/// Bitwise equality of f32 vectors (so NaN results compare equal).
+fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
+    let g: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+    let w: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
+    assert_eq!(g, w, "{what}: got {got:?}, want {want:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The article's three examples
+// ---------------------------------------------------------------------------
+
+#[test]
+fn article_1_write_through_transposed_view() -> Result<()> {
+    let base = Tensor::arange(0, 6, &DEV)?.view([2, 3])?;
+    base.transpose(0, 1)?.add_(1)?;
+    assert_eq!(base.to_vec2::<i64>()?, vec![vec![1, 2, 3], vec![4, 5, 6]]);
+    assert_eq!(base.version(), 1);
+    Ok(())
+}
+
+#[test]
+fn article_2_clone_is_independent_alias_is_not() -> Result<()> {
+    let a = Tensor::arange(0.0, 4.0, &DEV)?;
+    let c = a.clone()?;
+    let al = a.alias();
+    assert!(!c.shares_storage(&a));
+    assert!(!c.is_same(&a));
+    assert!(al.is_same(&a));
+    assert!(al.shares_storage(&a));
+
+    c.add_(10.0)?;
+    assert_eq!(a.to_vec::<f32>()?, vec![0.0, 1.0, 2.0, 3.0]);
+    assert_eq!(c.to_vec::<f32>()?, vec![10.0, 11.0, 12.0, 13.0]);
+    assert_eq!(a.version(), 0);
+
+    al.mul_(2.0)?;
+    assert_eq!(a.to_vec::<f32>()?, vec![0.0, 2.0, 4.0, 6.0]);
+    assert_eq!(a.version(), 1);
+    assert_eq!(c.to_vec::<f32>()?, vec![10.0, 11.0, 12.0, 13.0]);
+
+    // and the other direction: writing to the original is seen by the alias,
+    // not by the clone
+    a.fill_(5.0)?;
+    assert_eq!(al.to_vec::<f32>()?, vec![5.0; 4]);
+    assert_eq!(c.to_vec::<f32>()?, vec![10.0, 11.0, 12.0, 13.0]);
+    Ok(())
+}
+
+#[test]
+fn article_3_all_views_see_writes() -> Result<()> {
+    let base = Tensor::zeros([3, 4], DType::F32, &DEV)?;
+    let row = base.select(0, 1)?;
+    let col = base.select(1, 2)?;
+    let t = base.t()?;
+    let flat = base.view([-1])?;
+    let corner = base.narrow(0, 1, 2)?.narrow(1, 2, 2)?;
+
+    row.fill_(1.0)?; // row 1
+    assert_eq!(col.to_vec::<f32>()?, vec![0.0, 1.0, 0.0]);
+    assert_eq!(
+        t.to_vec2::<f32>()?,
+        vec![
+            vec![0.0, 1.0, 0.0],
+            vec![0.0, 1.0, 0.0],
+            vec![0.0, 1.0, 0.0],
+            vec![0.0, 1.0, 0.0]
+        ]
+    );
+    corner.add_(10.0)?; // rows 1..3, cols 2..4
+    assert_eq!(
+        flat.to_vec::<f32>()?,
+        vec![0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 11.0, 11.0, 0.0, 0.0, 10.0, 10.0]
+    );
+    assert_eq!(row.to_vec::<f32>()?, vec![1.0, 1.0, 11.0, 11.0]);
+    assert_eq!(col.to_vec::<f32>()?, vec![0.0, 11.0, 10.0]);
+    for v in [&base, &row, &col, &t, &flat, &corner] {
+        assert_eq!(v.version(), 2);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Every `op_` equals its out-of-place twin
+// ---------------------------------------------------------------------------
+
+const A: [f32; 6] = [-1.5, -0.5, 0.25, 1.0, 2.0, 3.5];
+const B: [f32; 3] = [0.5, 2.0, -3.0];
+
+/// `a.op(b)` out of place vs `a.clone().op_(b)` for a broadcast tensor and a
+/// scalar second operand.
+macro_rules! check_binary {
+    ($($op:ident / $op_:ident),* $(,)?) => {$({
+        let a = f32s(&A, &[2, 3])?;
+        let b = f32s(&B, &[3])?;
+        let want = a.$op(&b)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        let t = a.clone()?;
+        let r = t.$op_(&b)?;
+        assert!(r.is_same(&t), "{} returns self", stringify!($op_));
+        assert_eq!(t.shape(), &[2, 3]);
+        assert_eq!(t.dtype(), DType::F32);
+        assert_bits_eq(&t.to_vec::<f32>()?, &want, stringify!($op_));
+        assert_eq!(t.version(), 1, "{} bumps the version once", stringify!($op_));
+
+        let want = a.$op(0.5)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        let t = a.clone()?;
+        t.$op_(0.5)?;
+        assert_bits_eq(&t.to_vec::<f32>()?, &want, concat!(stringify!($op_), " scalar"));
+        assert_eq!(a.to_vec::<f32>()?, A.to_vec(), "the input is unchanged");
+    })*};
+}
+
+#[test]
+fn binary_inplace_matches_out_of_place() -> Result<()> {
+    check_binary!(
+        add / add_,
+        sub / sub_,
+        mul / mul_,
+        div / div_,
+        pow / pow_,
+        maximum / maximum_,
+        minimum / minimum_,
+        eq / eq_,
+        ne / ne_,
+        lt / lt_,
+        le / le_,
+        gt / gt_,
+        ge / ge_,
+    );
+    Ok(())
+}
+
+#[test]
+fn binary_inplace_exact_values() -> Result<()> {
+    let b = f32s(&B, &[3])?;
+    let t = f32s(&A, &[2, 3])?;
+    t.add_(&b)?;
+    assert_eq!(t.to_vec::<f32>()?, vec![-1.0, 1.5, -2.75, 1.5, 4.0, 0.5]);
+    let t = f32s(&A, &[2, 3])?;
+    t.mul_(&b)?;
+    assert_eq!(
+        t.to_vec::<f32>()?,
+        vec![-0.75, -1.0, -0.75, 0.5, 4.0, -10.5]
+    );
+    let t = f32s(&A, &[2, 3])?;
+    t.div_(2.0)?;
+    assert_eq!(
+        t.to_vec::<f32>()?,
+        vec![-0.75, -0.25, 0.125, 0.5, 1.0, 1.75]
+    );
+    let t = f32s(&A, &[2, 3])?;
+    t.gt_(0.0)?;
+    assert_eq!(t.to_vec::<f32>()?, vec![0.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
+    let t = f32s(&A, &[2, 3])?;
+    t.maximum_(&b)?;
+    assert_eq!(t.to_vec::<f32>()?, vec![0.5, 2.0, 0.25, 1.0, 2.0, 3.5]);
+    let t = f32s(&[1.0, 2.0, 3.0], &[3])?;
+    t.pow_(2)?;
+    assert_eq!(t.to_vec::<f32>()?, vec![1.0, 4.0, 9.0]);
+    // integers
+    let i = Tensor::arange(0, 6, &DEV)?.view([2, 3])?;
+    i.mul_(&Tensor::from_vec(vec![1i64, -1, 2], [3], &DEV)?)?;
+    i.sub_(1)?;
+    assert_eq!(i.to_vec2::<i64>()?, vec![vec![-1, -2, 3], vec![2, -5, 9]]);
+    assert_eq!(i.dtype(), DType::I64);
+    assert_eq!(i.version(), 2);
+    Ok(())
+}
+
+macro_rules! check_unary {
+    ($($op:ident / $op_:ident),* $(,)?) => {$({
+        let a = f32s(&A, &[2, 3])?;
+        let want = a.$op()?.to_vec::<f32>()?;
+        let t = a.clone()?;
+        let r = t.$op_()?;
+        assert!(r.is_same(&t), "{} returns self", stringify!($op_));
+        assert_bits_eq(&t.to_vec::<f32>()?, &want, stringify!($op_));
+        assert_eq!(t.version(), 1, "{} bumps the version once", stringify!($op_));
+        // through a transposed view
+        let base = a.clone()?;
+        base.t()?.$op_()?;
+        assert_bits_eq(&base.to_vec::<f32>()?, &want, concat!(stringify!($op_), " via t()"));
+    })*};
+}
+
+#[test]
+fn unary_inplace_matches_out_of_place() -> Result<()> {
+    check_unary!(
+        neg / neg_,
+        abs / abs_,
+        relu / relu_,
+        exp / exp_,
+        log / log_,
+        sqrt / sqrt_,
+        sigmoid / sigmoid_,
+        tanh / tanh_,
+    );
+    let t = f32s(&A, &[2, 3])?;
+    t.abs_()?.neg_()?;
+    assert_eq!(
+        t.to_vec::<f32>()?,
+        vec![-1.5, -0.5, -0.25, -1.0, -2.0, -3.5]
+    );
+    let t = f32s(&A, &[2, 3])?;
+    t.relu_()?;
+    assert_eq!(t.to_vec::<f32>()?, vec![0.0, 0.0, 0.25, 1.0, 2.0, 3.5]);
+    assert_eq!(t.version(), 1);
+    let i = Tensor::from_vec(vec![-3i64, 0, 4], [3], &DEV)?;
+    i.abs_()?;
+    assert_eq!(i.to_vec::<i64>()?, vec![3, 0, 4]);
+    i.neg_()?;
+    assert_eq!(i.to_vec::<i64>()?, vec![-3, 0, -4]);
+    Ok(())
+}
+
+#[test]
+fn clamp_inplace_matches_out_of_place() -> Result<()> {
+    let a = f32s(&A, &[2, 3])?;
+    let t = a.clone()?;
+    t.clamp_(-1.0, 1.0)?;
+    assert_eq!(t.to_vec::<f32>()?, a.clamp(-1.0, 1.0)?.to_vec::<f32>()?);
+    assert_eq!(t.to_vec::<f32>()?, vec![-1.0, -0.5, 0.25, 1.0, 1.0, 1.0]);
+    let t = a.clone()?;
+    t.clamp_min_(0.0)?;
+    assert_eq!(t.to_vec::<f32>()?, a.clamp_min(0.0)?.to_vec::<f32>()?);
+    assert_eq!(t.to_vec::<f32>()?, vec![0.0, 0.0, 0.25, 1.0, 2.0, 3.5]);
+    let t = a.clone()?;
+    t.clamp_max_(0.5)?;
+    assert_eq!(t.to_vec::<f32>()?, a.clamp_max(0.5)?.to_vec::<f32>()?);
+    assert_eq!(t.to_vec::<f32>()?, vec![-1.5, -0.5, 0.25, 0.5, 0.5, 0.5]);
+    assert_eq!(t.version(), 1);
+    let i = Tensor::arange(-3, 4, &DEV)?;
+    i.clamp_(-1, 2)?;
+    assert_eq!(i.to_vec::<i64>()?, vec![-1, -1, -1, 0, 1, 2, 2]);
+    Ok(())
+}
+
+#[test]
+fn fill_and_zero() -> Result<()> {
+    let t = f32s(&A, &[2, 3])?;
+    t.fill_(7.5)?;
+    assert_eq!(
+        t.to_vec::<f32>()?,
+        Tensor::full([2, 3], 7.5, DType::F32, &DEV)?.to_vec::<f32>()?
+    );
+    t.zero_()?;
+    assert_eq!(t.to_vec::<f32>()?, vec![0.0; 6]);
+    assert_eq!(t.version(), 2);
+    // fill through a view, int tensor, float value truncated like PyTorch
+    let i = Tensor::zeros([2, 3], DType::I64, &DEV)?;
+    i.select(1, 1)?.fill_(4)?;
+    assert_eq!(i.to_vec2::<i64>()?, vec![vec![0, 4, 0], vec![0, 4, 0]]);
+    // a float value into an int tensor truncates toward zero, as in PyTorch
+    i.fill_(-2.7)?;
+    assert_eq!(i.to_vec::<i64>()?, vec![-2; 6]);
+    let b = Tensor::zeros([3], DType::Bool, &DEV)?;
+    b.fill_(true)?;
+    assert_eq!(b.to_vec::<bool>()?, vec![true; 3]);
+    Ok(())
+}
+
+#[test]
+fn copy_broadcasts_and_casts() -> Result<()> {
+    // f32 [3] into i32 [2, 3]: broadcast rows, truncate toward zero
+    let src = f32s(&[1.7, -2.5, 3.0], &[3])?;
+    let dst = Tensor::zeros([2, 3], DType::I32, &DEV)?;
+    let r = dst.copy_(&src)?;
+    assert!(r.is_same(&dst));
+    let want = src.to_dtype(DType::I32)?.expand([2, 3])?.to_vec2::<i32>()?;
+    assert_eq!(dst.to_vec2::<i32>()?, want);
+    assert_eq!(dst.to_vec2::<i32>()?, vec![vec![1, -2, 3], vec![1, -2, 3]]);
+    assert_eq!(dst.version(), 1);
+    assert_eq!(src.version(), 0);
+
+    // bool into f16 through a transposed view
+    let base = Tensor::zeros([3, 2], DType::F16, &DEV)?;
+    let mask = Tensor::from_vec(vec![true, false, true], [3], &DEV)?;
+    base.t()?.copy_(&mask)?;
+    let got: Vec<f32> = base
+        .to_dtype(DType::F32)?
+        .to_vec::<f32>()?
+        .into_iter()
+        .collect();
+    assert_eq!(got, vec![1.0, 1.0, 0.0, 0.0, 1.0, 1.0]);
+
+    // a column [2, 1] broadcast across
+    let col = Tensor::from_vec(vec![5i64, 6], [2, 1], &DEV)?;
+    let d = Tensor::zeros([2, 3], DType::F64, &DEV)?;
+    d.copy_(&col)?;
+    assert_eq!(
+        d.to_vec2::<f64>()?,
+        vec![vec![5.0, 5.0, 5.0], vec![6.0, 6.0, 6.0]]
+    );
+
+    // src that does not broadcast to dst
+    let err = d.copy_(&Tensor::zeros([4], DType::F64, &DEV)?).unwrap_err();
+    assert!(
+        matches!(err, Error::ShapeMismatch { op: "copy_", .. }),
+        "{err:?}"
+    );
+    // src that would grow dst
+    let err = Tensor::zeros([3], DType::F64, &DEV)?.copy_(&d).unwrap_err();
+    assert!(
+        matches!(err, Error::ShapeMismatch { op: "copy_", .. }),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn masked_fill_inplace_matches_out_of_place() -> Result<()> {
+    let a = f32s(&A, &[2, 3])?;
+    let mask = Tensor::from_vec(vec![true, false, true], [3], &DEV)?;
+    let want = a.masked_fill(&mask, -9.0)?.to_vec::<f32>()?;
+    assert_eq!(want, vec![-9.0, -0.5, -9.0, -9.0, 2.0, -9.0]);
+    let t = a.clone()?;
+    let r = t.masked_fill_(&mask, -9.0)?;
+    assert!(r.is_same(&t));
+    assert_eq!(t.to_vec::<f32>()?, want);
+    assert_eq!(t.version(), 1);
+    // mask from a comparison of the tensor itself
+    let t = a.clone()?;
+    t.masked_fill_(&t.lt(0.0)?, 0.0)?;
+    assert_eq!(t.to_vec::<f32>()?, a.relu()?.to_vec::<f32>()?);
+    // a non-bool mask is refused
+    let err = t.masked_fill_(&t, 0.0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DTypeMismatch {
+                op: "masked_fill",
+                expected: DType::Bool,
+                found: DType::F32,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn failed_kernel_leaves_target_untouched() -> Result<()> {
+    let i = Tensor::arange(1, 4, &DEV)?;
+    let err = i.pow_(-1).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument { op: "pow", .. }),
+        "{err:?}"
+    );
+    assert_eq!(i.to_vec::<i64>()?, vec![1, 2, 3]);
+    assert_eq!(i.version(), 0);
+    assert_eq!(i.last_write_location(), None);
+    i.pow_(2)?;
+    assert_eq!(i.to_vec::<i64>()?, vec![1, 4, 9]);
+    Ok(())
+}
+
+#[test]
+fn chained_inplace_ops() -> Result<()> {
+    let t = Tensor::arange(0.0, 4.0, &DEV)?;
+    t.add_(1.0)?
+        .mul_(2.0)?
+        .sub_(&Tensor::ones([4], DType::F32, &DEV)?)?;
+    assert_eq!(t.to_vec::<f32>()?, vec![1.0, 3.0, 5.0, 7.0]);
+    assert_eq!(t.version(), 3);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Refused writes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn writing_into_expanded_is_overlapping_write() -> Result<()> {
+    let base = Tensor::ones([1, 3], DType::F32, &DEV)?;
+    let e = base.expand([2, 3])?;
+    let other = Tensor::ones([2, 3], DType::F32, &DEV)?;
+    let mask = Tensor::ones([2, 3], DType::Bool, &DEV)?;
+    let results: Vec<(&str, Result<&Tensor>)> = vec![
+        ("add", e.add_(1.0)),
+        ("mul", e.mul_(&other)),
+        ("neg", e.neg_()),
+        ("exp", e.exp_()),
+        ("clamp", e.clamp_(0.0, 1.0)),
+        ("fill_", e.fill_(2.0)),
+        ("zero_", e.zero_()),
+        ("copy_", e.copy_(&other)),
+        ("masked_fill", e.masked_fill_(&mask, 0.0)),
+    ];
+    for (name, r) in results {
+        match r {
+            Err(Error::OverlappingWrite { op, shape, strides }) => {
+                assert_eq!(op, name);
+                assert_eq!(shape, vec![2, 3]);
+                assert_eq!(strides, vec![0, 1]);
+            }
+            other => panic!("{name}: expected OverlappingWrite, got {other:?}"),
+        }
+    }
+    let msg = e.add_(1.0).unwrap_err().to_string();
+    assert!(msg.contains("[2, 3]") && msg.contains("[0, 1]"), "{msg}");
+    assert!(msg.contains("expand"), "{msg}");
+    // nothing was written and the version did not move
+    assert_eq!(base.to_vec::<f32>()?, vec![1.0; 3]);
+    assert_eq!(base.version(), 0);
+    // writing the base itself is fine
+    base.add_(1.0)?;
+    assert_eq!(e.to_vec2::<f32>()?, vec![vec![2.0; 3]; 2]);
+    // an expand of size-1 dims only does not overlap
+    let one = Tensor::zeros([1], DType::F32, &DEV)?.expand([1, 1])?;
+    one.add_(3.0)?;
+    assert_eq!(one.to_vec2::<f32>()?, vec![vec![3.0]]);
+    Ok(())
+}
+
+#[test]
+fn int_add_float_is_dtype_mismatch() -> Result<()> {
+    let i = Tensor::arange(0, 3, &DEV)?;
+    let f = f32s(&[0.5, 0.5, 0.5], &[3])?;
+    let err = i.add_(&f).unwrap_err();
+    match &err {
+        Error::DTypeMismatch {
+            op,
+            expected,
+            found,
+            ..
+        } => {
+            assert_eq!(*op, "add");
+            assert_eq!(*expected, DType::I64);
+            assert_eq!(*found, DType::F32);
+        }
+        other => panic!("expected DTypeMismatch, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("int64") && msg.contains("float32"), "{msg}");
+
+    let err = i.add_(1.5).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DTypeMismatch {
+                op: "add",
+                expected: DType::I64,
+                found: DType::F32,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("int64") && msg.contains("float32"), "{msg}");
+
+    // float-only unary ops and true division on an int tensor
+    assert!(matches!(
+        i.exp_().unwrap_err(),
+        Error::DTypeMismatch {
+            op: "exp",
+            expected: DType::I64,
+            found: DType::F32,
+            ..
+        }
+    ));
+    assert!(matches!(
+        i.div_(2).unwrap_err(),
+        Error::DTypeMismatch { op: "div", .. }
+    ));
+    // into bool
+    let b = Tensor::zeros([3], DType::Bool, &DEV)?;
+    assert!(matches!(
+        b.add_(&i).unwrap_err(),
+        Error::DTypeMismatch {
+            op: "add",
+            expected: DType::Bool,
+            found: DType::I64,
+            ..
+        }
+    ));
+    // nothing was written
+    assert_eq!(i.to_vec::<i64>()?, vec![0, 1, 2]);
+    assert_eq!(i.version(), 0);
+    // the out-of-place op promotes instead
+    assert_eq!(i.add(1.5)?.to_vec::<f32>()?, vec![1.5, 2.5, 3.5]);
+    // int add_ int scalar and int tensor are fine
+    i.add_(2)?;
+    i.add_(&Tensor::from_vec(vec![1i32, 1, 1], [3], &DEV)?)?;
+    assert_eq!(i.to_vec::<i64>()?, vec![3, 4, 5]);
+    Ok(())
+}
+
+#[test]
+fn f16_add_f32_works() -> Result<()> {
+    let h = Tensor::ones([3], DType::F16, &DEV)?;
+    let f = f32s(&[0.5, 1.0, 2.0], &[3])?;
+    h.add_(&f)?;
+    assert_eq!(h.dtype(), DType::F16);
+    assert_eq!(
+        h.to_vec::<half::f16>()?,
+        vec![
+            half::f16::from_f32(1.5),
+            half::f16::from_f32(2.0),
+            half::f16::from_f32(3.0)
+        ]
+    );
+    h.mul_(2.0)?;
+    assert_eq!(
+        h.to_dtype(DType::F32)?.to_vec::<f32>()?,
+        vec![3.0, 4.0, 6.0]
+    );
+    let bf = Tensor::ones([2], DType::BF16, &DEV)?;
+    bf.add_(&Tensor::ones([2], DType::F64, &DEV)?)?;
+    assert_eq!(bf.to_dtype(DType::F32)?.to_vec::<f32>()?, vec![2.0, 2.0]);
+    // f32 add_ f64
+    let x = f32s(&[1.0, 2.0], &[2])?;
+    x.add_(&Tensor::from_vec(vec![0.25f64, 0.5], [2], &DEV)?)?;
+    assert_eq!(x.to_vec::<f32>()?, vec![1.25, 2.5]);
+    assert_eq!(x.dtype(), DType::F32);
+    Ok(())
+}
+
+#[test]
+fn full_self_overlap_works() -> Result<()> {
+    let x = f32s(&[1.0, 2.0, 3.0], &[3])?;
+    x.add_(&x)?;
+    assert_eq!(x.to_vec::<f32>()?, vec![2.0, 4.0, 6.0]);
+    x.mul_(&x)?;
+    assert_eq!(x.to_vec::<f32>()?, vec![4.0, 16.0, 36.0]);
+    x.sub_(&x.alias())?;
+    assert_eq!(x.to_vec::<f32>()?, vec![0.0; 3]);
+    assert_eq!(x.version(), 3);
+    // an identical-layout view of itself
+    let m = Tensor::arange(0.0, 4.0, &DEV)?.view([2, 2])?;
+    m.add_(&m.view([2, 2])?)?;
+    assert_eq!(m.to_vec2::<f32>()?, vec![vec![0.0, 2.0], vec![4.0, 6.0]]);
+    // copy_ from itself
+    m.copy_(&m)?;
+    assert_eq!(m.to_vec2::<f32>()?, vec![vec![0.0, 2.0], vec![4.0, 6.0]]);
+    // disjoint views of one storage
+    m.select(0, 0)?.add_(&m.select(0, 1)?)?;
+    assert_eq!(m.to_vec2::<f32>()?, vec![vec![4.0, 8.0], vec![4.0, 6.0]]);
+    Ok(())
+}
+
+#[test]
+fn partial_overlap_is_refused() -> Result<()> {
+    let a = Tensor::arange(0.0, 4.0, &DEV)?.view([2, 2])?;
+    let err = a.add_(&a.t()?).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PartialOverlap {
+                op: "add",
+                arg: "other"
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("add") && msg.contains("clone"), "{msg}");
+    assert_eq!(a.version(), 0);
+    assert_eq!(a.to_vec2::<f32>()?, vec![vec![0.0, 1.0], vec![2.0, 3.0]]);
+
+    // shifted copy within one storage
+    let x = Tensor::arange(0.0, 4.0, &DEV)?;
+    let err = x.slice(0, 1..)?.copy_(&x.slice(0, ..3)?).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PartialOverlap {
+                op: "copy_",
+                arg: "src"
+            }
+        ),
+        "{err:?}"
+    );
+    // the fix the message suggests works
+    a.add_(&a.t()?.clone()?)?;
+    assert_eq!(a.to_vec2::<f32>()?, vec![vec![0.0, 3.0], vec![3.0, 6.0]]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Version counters and the call site of the last write
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_inplace_op_bumps_version_by_one() -> Result<()> {
+    let t = f32s(&[0.5, 1.0, 2.0, 4.0], &[4])?;
+    let o = f32s(&[1.0, 1.0, 1.0, 1.0], &[4])?;
+    let mask = Tensor::from_vec(vec![false, false, false, false], [4], &DEV)?;
+    let mut expect = 0;
+    let mut step = |r: Result<&Tensor>, name: &str| -> Result<()> {
+        r?;
+        expect += 1;
+        assert_eq!(t.version(), expect, "{name} bumps the version by one");
+        Ok(())
+    };
+    step(t.add_(&o), "add_")?;
+    step(t.sub_(&o), "sub_")?;
+    step(t.mul_(1.0), "mul_")?;
+    step(t.div_(1.0), "div_")?;
+    step(t.pow_(1.0), "pow_")?;
+    step(t.maximum_(&o), "maximum_")?;
+    step(t.minimum_(4.0), "minimum_")?;
+    step(t.neg_(), "neg_")?;
+    step(t.abs_(), "abs_")?;
+    step(t.relu_(), "relu_")?;
+    step(t.exp_(), "exp_")?;
+    step(t.log_(), "log_")?;
+    step(t.sqrt_(), "sqrt_")?;
+    step(t.sigmoid_(), "sigmoid_")?;
+    step(t.tanh_(), "tanh_")?;
+    step(t.clamp_(0.0, 1.0), "clamp_")?;
+    step(t.clamp_min_(0.0), "clamp_min_")?;
+    step(t.clamp_max_(1.0), "clamp_max_")?;
+    step(t.fill_(1.0), "fill_")?;
+    step(t.zero_(), "zero_")?;
+    step(t.copy_(&o), "copy_")?;
+    step(t.masked_fill_(&mask, 0.0), "masked_fill_")?;
+    step(t.eq_(&o), "eq_")?;
+    step(t.ne_(1.0), "ne_")?;
+    step(t.lt_(1.0), "lt_")?;
+    step(t.le_(1.0), "le_")?;
+    step(t.gt_(1.0), "gt_")?;
+    step(t.ge_(1.0), "ge_")?;
+    assert_eq!(t.version(), 28);
+    // the operands were only read
+    assert_eq!(o.version(), 0);
+    assert_eq!(mask.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn views_share_the_version_counter() -> Result<()> {
+    let base = Tensor::zeros([2, 3], DType::F32, &DEV)?;
+    let v1 = base.select(0, 0)?;
+    let v2 = base.t()?;
+    let v3 = base.view([6])?;
+    let al = base.alias();
+    v1.add_(1.0)?;
+    v2.mul_(2.0)?;
+    v3.fill_(0.0)?;
+    al.sub_(1.0)?;
+    for t in [&base, &v1, &v2, &v3, &al] {
+        assert_eq!(t.version(), 4);
+    }
+    // a view made after the writes sees the same counter
+    assert_eq!(base.narrow(1, 1, 1)?.version(), 4);
+    Ok(())
+}
+
+#[test]
+fn out_of_place_ops_do_not_bump() -> Result<()> {
+    let t = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+    t.add_(0.0)?;
+    assert_eq!(t.version(), 1);
+    let _ = t.add(&t)?;
+    let _ = t.mul(2.0)?;
+    let _ = t.exp()?;
+    let _ = t.clamp(0.0, 1.0)?;
+    let _ = t.sum()?;
+    let _ = t.matmul(&t)?;
+    let _ = t.t()?;
+    let _ = t.view([4])?;
+    let _ = t.contiguous()?;
+    let _ = t.t()?.contiguous()?;
+    let _ = t.to_dtype(DType::F64)?;
+    let _ = t.masked_fill(&t.gt(2.0)?, 0.0)?;
+    let _ = Tensor::cat(&[&t, &t], 0)?;
+    let _ = t.to_vec::<f32>()?;
+    let _ = t.clone()?;
+    assert_eq!(t.version(), 1);
+    Ok(())
+}
+
+#[test]
+fn clone_starts_at_version_zero() -> Result<()> {
+    let t = Tensor::zeros([3], DType::F32, &DEV)?;
+    assert_eq!(t.version(), 0);
+    assert_eq!(t.last_write_location(), None);
+    t.add_(1.0)?;
+    t.add_(1.0)?;
+    t.add_(1.0)?;
+    assert_eq!(t.version(), 3);
+    let c = t.clone()?;
+    assert_eq!(c.version(), 0);
+    assert_eq!(c.last_write_location(), None);
+    assert_eq!(c.to_vec::<f32>()?, vec![3.0; 3]);
+    let tc = t.t()?.contiguous()?; // 1-D t() is contiguous: alias of a view
+    assert_eq!(tc.version(), 3);
+    // a fresh copy from contiguous() of a transposed tensor starts at 0 too
+    let m = Tensor::zeros([2, 2], DType::F32, &DEV)?;
+    m.add_(1.0)?;
+    assert_eq!(m.t()?.contiguous()?.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn last_write_location_is_the_caller() -> Result<()> {
+    let t = Tensor::zeros([2, 3], DType::F32, &DEV)?;
+    let (r, line) = (t.add_(1.0).map(|_| ()), line!());
+    r?;
+    let loc = t.last_write_location().expect("written");
+    assert_eq!(loc.file(), file!());
+    assert_eq!(loc.line(), line);
+
+    // through a view: recorded on the shared storage, seen from the base
+    let v = t.t()?;
+    let (r, line) = (v.mul_(2.0).map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    assert_eq!(v.last_write_location().map(|l| l.line()), Some(line));
+
+    let (r, line) = (t.fill_(1.0).map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    let src = t.clone()?;
+    let (r, line) = (t.copy_(&src).map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    let (r, line) = (t.exp_().map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    let (r, line) = (t.clamp_max_(2.0).map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    let (r, line) = (t.zero_().map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    // reading and out-of-place ops do not move it
+    let _ = t.add(1.0)?;
+    let _ = src.to_vec::<f32>()?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+    assert_eq!(src.last_write_location(), None);
+    let (r, line) = (t.select(0, 1)?.fill_(3.0).map(|_| ()), line!());
+    r?;
+    let loc = t.last_write_location().expect("written");
+    assert_eq!((loc.file(), loc.line()), (file!(), line));
+
+    let m = Tensor::zeros([3], DType::Bool, &DEV)?;
+    let (r, line) = (t.masked_fill_(&m, 1.0).map(|_| ()), line!());
+    r?;
+    assert_eq!(t.last_write_location().map(|l| l.line()), Some(line));
+
+    // a refused write does not move the location
+    let e = Tensor::zeros([1], DType::F32, &DEV)?;
+    let (r, line) = (e.add_(1.0).map(|_| ()), line!());
+    r?;
+    assert!(e.expand([3])?.add_(1.0).is_err());
+    assert_eq!(e.last_write_location().map(|l| l.line()), Some(line));
+    assert_eq!(e.version(), 1);
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! Threads: `Tensor` is `Send + Sync`, every in-place op is atomic (no lost
+//! updates), ops that lock two storages in opposite orders never deadlock,
+//! and a mixed stress test through views and aliases ends at an exactly
+//! computable state.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use tensorguard::{DType, Device, Result, Tensor};
+
+const DEV: Device = Device::Cpu;
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+    assert_send_sync::<tensorguard::Error>();
+    assert_send_sync::<Device>();
+};
+
+/// Run `f` on a helper thread and fail (instead of hanging) if it does not
+/// finish within `secs` seconds.
+fn with_deadline<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let r = f();
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("did not finish in {secs} s: deadlock?"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("worker thread panicked"),
+    }
+}
+
+#[test]
+fn article_race_with_alias_no_lost_updates() -> Result<()> {
+    let shared = Tensor::ones([1000], DType::F32, &DEV)?;
+    let handles: Vec<_> = (0..10)
+        .map(|_| {
+            let mine = shared.alias();
+            thread::spawn(move || -> Result<()> {
+                for _ in 0..1000 {
+                    mine.add_(1.0)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread panicked")?;
+    }
+    assert_eq!(shared.to_vec::<f32>()?, vec![10001.0; 1000]);
+    assert_eq!(shared.version(), 10_000);
+    Ok(())
+}
+
+#[test]
+fn article_race_with_scope_no_lost_updates() -> Result<()> {
+    let shared = Tensor::ones([1000], DType::F32, &DEV)?;
+    thread::scope(|s| -> Result<()> {
+        let hs: Vec<_> = (0..10)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    for _ in 0..1000 {
+                        shared.add_(1.0)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("thread panicked")?;
+        }
+        Ok(())
+    })?;
+    assert_eq!(shared.to_vec::<f32>()?, vec![10001.0; 1000]);
+    assert_eq!(shared.version(), 10_000);
+    Ok(())
+}
+
+#[test]
+fn race_on_int_tensor_with_tensor_operand() -> Result<()> {
+    let shared = Tensor::zeros([257], DType::I64, &DEV)?;
+    let one = Tensor::ones([257], DType::I64, &DEV)?;
+    thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..500 {
+                    shared.add_(&one).expect("add_");
+                }
+            });
+        }
+    });
+    assert_eq!(shared.to_vec::<i64>()?, vec![4000; 257]);
+    assert_eq!(shared.version(), 4000);
+    assert_eq!(one.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn opposite_lock_orders_never_deadlock() -> Result<()> {
+    // a <- clamp(a + b, 0, 1) and b <- clamp(b + a, 0, 1) from two threads,
+    // starting at a = 0, b = 1. Whatever the interleaving, the values only
+    // grow and are clamped, and a's first add makes it >= 1, so both end at
+    // exactly 1 in every element.
+    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::zeros([64, 64], DType::F32, &DEV)?;
+        let b = Tensor::ones([64, 64], DType::F32, &DEV)?;
+        let (a1, b1) = (a.alias(), b.alias());
+        let (a2, b2) = (a.alias(), b.alias());
+        let t1 = thread::spawn(move || -> Result<()> {
+            for _ in 0..1000 {
+                a1.add_(&b1)?;
+                a1.clamp_(0.0, 1.0)?;
+            }
+            Ok(())
+        });
+        let t2 = thread::spawn(move || -> Result<()> {
+            for _ in 0..1000 {
+                b2.add_(&a2)?;
+                b2.clamp_(0.0, 1.0)?;
+            }
+            Ok(())
+        });
+        t1.join().expect("thread 1 panicked")?;
+        t2.join().expect("thread 2 panicked")?;
+        Ok((a, b))
+    })?;
+    for t in [&a, &b] {
+        assert_eq!(t.to_vec2::<f32>()?, vec![vec![1.0; 64]; 64]);
+        assert_eq!(t.version(), 2000);
+    }
+    Ok(())
+}
+
+#[test]
+fn opposite_lock_orders_plain_add_never_deadlock() -> Result<()> {
+    // The literal `a.add_(&b)` / `b.add_(&a)` pair; zeros stay exactly zero.
+    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::zeros([128], DType::F64, &DEV)?;
+        let b = Tensor::zeros([128], DType::F64, &DEV)?;
+        thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    a.add_(&b).expect("a.add_(&b)");
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    b.add_(&a).expect("b.add_(&a)");
+                }
+            });
+        });
+        Ok((a, b))
+    })?;
+    assert_eq!(a.to_vec::<f64>()?, vec![0.0; 128]);
+    assert_eq!(b.to_vec::<f64>()?, vec![0.0; 128]);
+    assert_eq!(a.version(), 1000);
+    assert_eq!(b.version(), 1000);
+    Ok(())
+}
+
+#[test]
+fn copy_between_tensors_in_both_directions_never_deadlocks() -> Result<()> {
+    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::full([100], 3.0, DType::F32, &DEV)?;
+        let b = Tensor::full([100], 3.0, DType::F32, &DEV)?;
+        thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    a.copy_(&b).expect("a.copy_(&b)");
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    b.copy_(&a).expect("b.copy_(&a)");
+                }
+            });
+        });
+        Ok((a, b))
+    })?;
+    assert_eq!(a.to_vec::<f32>()?, vec![3.0; 100]);
+    assert_eq!(b.to_vec::<f32>()?, vec![3.0; 100]);
+    Ok(())
+}
+
+const THREADS: usize = 16;
+const ITERS: usize = 50;
+const N: usize = 16;
+
+#[test]
+fn stress_mixed_inplace_ops_exact_result() -> Result<()> {
+    // `base` [16, 16] is written by every thread through itself, an alias
+    // and several views; `fills` rows are filled by their own thread;
+    // `dst` is copied into from a constant `src`; `acc` counts with a
+    // tensor operand that is itself a view of `src`.
+    let base = Tensor::zeros([N, N], DType::F32, &DEV)?;
+    let fills = Tensor::zeros([THREADS, 8], DType::F32, &DEV)?;
+    let src = Tensor::arange(0.0, N as f64, &DEV)?;
+    let dst = Tensor::zeros([THREADS, N], DType::F32, &DEV)?;
+    let acc = Tensor::zeros([N], DType::F32, &DEV)?;
+    let ones = Tensor::ones([N], DType::F32, &DEV)?;
+
+    let result = with_deadline(300, {
+        let (base, fills, src, dst, acc, ones) = (
+            base.alias(),
+            fills.alias(),
+            src.alias(),
+            dst.alias(),
+            acc.alias(),
+            ones.alias(),
+        );
+        move || -> Result<()> {
+            thread::scope(|s| -> Result<()> {
+                let hs: Vec<_> = (0..THREADS)
+                    .map(|i| {
+                        let (base, fills, src, dst, acc, ones) =
+                            (&base, &fills, &src, &dst, &acc, &ones);
+                        s.spawn(move || -> Result<()> {
+                            let alias = base.alias();
+                            let row = base.select(0, i as isize)?;
+                            let left = base.slice(1, ..8)?;
+                            let right = base.narrow(1, 8, 8)?;
+                            let bt = base.t()?;
+                            for k in 0..ITERS {
+                                row.add_(1.0)?; // +1 on row i
+                                bt.add_(1.0)?; // +1 everywhere
+                                base.add_(3.0)?; // +3 ...
+                                alias.sub_(2.0)?; // ... -2 everywhere
+                                base.mul_(1.0)?; // no change
+                                left.add_(&ones.narrow(0, 0, 8)?)?; // +1 on cols 0..8
+                                right.sub_(&ones.narrow(0, 8, 8)?)?; // -1 on cols 8..16
+                                base.view([-1])?.mul_(1)?; // no change
+                                fills.select(0, i as isize)?.fill_(i as f64)?;
+                                dst.select(0, i as isize)?.copy_(src)?;
+                                acc.add_(&src.unsqueeze(0)?.select(0, 0)?)?;
+                                if k % 10 == 0 {
+                                    // concurrent readers see whole ops
+                                    let _ = base.sum()?;
+                                    let _ = base.t()?.contiguous()?;
+                                }
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().expect("stress thread panicked")?;
+                }
+                Ok(())
+            })
+        }
+    });
+    result?;
+
+    let t = THREADS as f32;
+    let it = ITERS as f32;
+    let got = base.to_vec2::<f32>()?;
+    for (r, row) in got.iter().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            let col_term = if c < 8 { 1.0 } else { -1.0 };
+            // own row: +1 per iteration; everyone: +1 (t), +3 -2, +/-1
+            let want = it + t * it * (1.0 + 1.0 + col_term);
+            assert_eq!(v, want, "base[{r}][{c}]");
+        }
+    }
+    // 8 in-place ops on base's storage per iteration per thread
+    assert_eq!(base.version(), (THREADS * ITERS * 8) as u64);
+    assert_eq!(
+        fills.to_vec2::<f32>()?,
+        (0..THREADS).map(|i| vec![i as f32; 8]).collect::<Vec<_>>()
+    );
+    assert_eq!(fills.version(), (THREADS * ITERS) as u64);
+    let src_v: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    assert_eq!(dst.to_vec2::<f32>()?, vec![src_v.clone(); THREADS]);
+    assert_eq!(dst.version(), (THREADS * ITERS) as u64);
+    assert_eq!(
+        acc.to_vec::<f32>()?,
+        src_v.iter().map(|x| x * t * it).collect::<Vec<_>>()
+    );
+    assert_eq!(acc.version(), (THREADS * ITERS) as u64);
+    assert_eq!(src.version(), 0);
+    assert_eq!(ones.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn many_threads_write_disjoint_views_of_one_base() -> Result<()> {
+    let base = Tensor::zeros([THREADS, 100], DType::I64, &DEV)?;
+    thread::scope(|s| {
+        for i in 0..THREADS {
+            let base = &base;
+            s.spawn(move || {
+                let row = base.select(0, i as isize).expect("select");
+                for _ in 0..200 {
+                    row.add_(i as i64).expect("add_");
+                }
+            });
+        }
+    });
+    let got = base.to_vec2::<i64>()?;
+    for (i, row) in got.iter().enumerate() {
+        assert_eq!(row, &vec![200 * i as i64; 100], "row {i}");
+    }
+    assert_eq!(base.version(), (THREADS * 200) as u64);
+    Ok(())
+}
+
+#[test]
+fn readers_never_see_a_half_written_tensor() -> Result<()> {
+    let t = Tensor::zeros([4096], DType::F32, &DEV)?;
+    let mut seen = Vec::new();
+    thread::scope(|s| {
+        s.spawn(|| {
+            for k in 0..500 {
+                t.fill_(if k % 2 == 0 { 1.0 } else { 2.0 }).expect("fill_");
+            }
+        });
+        for _ in 0..500 {
+            let v = t.to_vec::<f32>().expect("to_vec");
+            assert!(
+                v.iter().all(|&x| x == v[0]),
+                "torn read: {} and {}",
+                v[0],
+                v[4095]
+            );
+            seen.push(v[0]);
+        }
+    });
+    assert!(seen.iter().all(|&x| x == 0.0 || x == 1.0 || x == 2.0));
+    assert_eq!(t.to_vec::<f32>()?, vec![2.0; 4096]);
+    assert_eq!(t.version(), 500);
+    Ok(())
+}
