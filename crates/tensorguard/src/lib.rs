@@ -48,6 +48,11 @@ pub use ops::Operand;
 pub use shape::{DimList, Shape, ShapeSpec};
 pub use tensor::{manual_seed, Generator, SliceRange, Tensor};
 
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 /// The names most programs need: `use tensorguard::prelude::*;`.
 pub mod prelude {
     pub use crate::{DType, Device, Error, Result, Scalar, Tensor};

@@ -24,9 +24,10 @@ impl Shape {
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
-    /// The number of elements (1 for a 0-dim shape).
+    /// The number of elements (1 for a 0-dim shape), saturating at
+    /// `usize::MAX` for shapes too large to exist.
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        self.0.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 }
 

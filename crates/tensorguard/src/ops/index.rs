@@ -152,12 +152,13 @@ impl Tensor {
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
         let d = self.dim_for("split", dim)?;
         let n = self.shape()[d];
-        if sizes.iter().sum::<usize>() != n {
+        let total = sizes.iter().try_fold(0usize, |a, &b| a.checked_add(b));
+        if total != Some(n) {
             return Err(Error::invalid(
                 "split",
                 format!(
                     "split sizes {sizes:?} add up to {}, but dimension {d} has size {n}.",
-                    sizes.iter().sum::<usize>()
+                    sizes.iter().fold(0usize, |a, &b| a.saturating_add(b))
                 ),
             ));
         }

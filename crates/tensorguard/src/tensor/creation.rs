@@ -180,13 +180,15 @@ impl Tensor {
         Ok(t)
     }
 
-    /// Values from `f64`s, converted to `dtype` (for generated data).
-    fn from_f64s(
-        values: Vec<f64>,
+    /// A tensor whose element `i` (row-major) is `f(i)` converted to
+    /// `dtype`. The tensor is allocated first, so a shape too large for the
+    /// device is an out-of-memory error, not a failed host allocation.
+    fn generate(
         shape: &[usize],
         dtype: DType,
         device: &Device,
         site: &'static Location<'static>,
+        mut f: impl FnMut(usize) -> f64,
     ) -> Result<Tensor> {
         let t = Tensor::uninit(shape, dtype, device, site)?;
         {
@@ -194,7 +196,8 @@ impl Tensor {
             with_native!(dtype, T => {
                 let dst: &mut [T] = guard.typed_mut();
                 let to_bool = dtype == DType::Bool;
-                for (d, &s) in dst.iter_mut().zip(&values) {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    let s = f(i);
                     *d = if to_bool { T::from_i64((s != 0.0) as i64) } else { T::from_f64(s) };
                 }
             });
@@ -242,13 +245,20 @@ impl Tensor {
             ));
         }
         let n = ((b - a) / c).ceil().max(0.0) as usize;
+        let site = Location::caller();
         if !is_float {
             let (a, c) = (s.to_i64(), st.to_i64());
-            let ints: Vec<i64> = (0..n).map(|i| a + i as i64 * c).collect();
-            return Tensor::from_vec(ints, [n], device);
+            let t = Tensor::uninit(&[n], DType::I64, device, site)?;
+            {
+                let mut guard = t.storage().data.write();
+                let dst: &mut [i64] = guard.typed_mut();
+                for (i, d) in dst.iter_mut().enumerate() {
+                    *d = a.wrapping_add((i as i64).wrapping_mul(c));
+                }
+            }
+            return Ok(t);
         }
-        let values: Vec<f64> = (0..n).map(|i| a + i as f64 * c).collect();
-        Tensor::from_f64s(values, &[n], dtype, device, Location::caller())
+        Tensor::generate(&[n], dtype, device, site, |i| a + i as f64 * c)
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive (f32).
@@ -262,26 +272,26 @@ impl Tensor {
         let half = steps / 2;
         // PyTorch fills the first half from the start and the second from the
         // end, so both endpoints are exact.
-        let values: Vec<f64> = (0..steps)
-            .map(|i| {
-                // one step is `start` (PyTorch fills it with start)
-                if i < half || steps == 1 {
-                    start + step * i as f64
-                } else {
-                    end - step * (steps - 1 - i) as f64
-                }
-            })
-            .collect();
-        Tensor::from_f64s(values, &[steps], DEFAULT_FLOAT, device, Location::caller())
+        Tensor::generate(&[steps], DEFAULT_FLOAT, device, Location::caller(), |i| {
+            // one step is `start` (PyTorch fills it with start)
+            if i < half || steps == 1 {
+                start + step * i as f64
+            } else {
+                end - step * (steps - 1 - i) as f64
+            }
+        })
     }
 
     /// An `n` x `m` matrix with ones on the diagonal.
     #[track_caller]
     pub fn eye(n: usize, m: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let values: Vec<f64> = (0..n * m)
-            .map(|i| if i / m == i % m { 1.0 } else { 0.0 })
-            .collect();
-        Tensor::from_f64s(values, &[n, m], dtype, device, Location::caller())
+        Tensor::generate(&[n, m], dtype, device, Location::caller(), |i| {
+            if i / m == i % m {
+                1.0
+            } else {
+                0.0
+            }
+        })
     }
 
     /// Uniform random numbers in `[0, 1)` from the default generator.
@@ -301,8 +311,9 @@ impl Tensor {
         float_dtype("rand", dtype)?;
         let shape = shape.into();
         let mut rng = gen.0.lock();
-        let values: Vec<f64> = (0..shape.numel()).map(|_| rng.random::<f64>()).collect();
-        Tensor::from_f64s(values, shape.dims(), dtype, device, Location::caller())
+        Tensor::generate(shape.dims(), dtype, device, Location::caller(), |_| {
+            rng.random::<f64>()
+        })
     }
 
     /// Standard normal random numbers from the default generator.
@@ -322,10 +333,9 @@ impl Tensor {
         float_dtype("randn", dtype)?;
         let shape = shape.into();
         let mut rng = gen.0.lock();
-        let values: Vec<f64> = (0..shape.numel())
-            .map(|_| StandardNormal.sample(&mut *rng))
-            .collect();
-        Tensor::from_f64s(values, shape.dims(), dtype, device, Location::caller())
+        Tensor::generate(shape.dims(), dtype, device, Location::caller(), |_| {
+            StandardNormal.sample(&mut *rng)
+        })
     }
 
     /// Random integers in `[low, high)` (i64) from the default generator.
@@ -355,11 +365,14 @@ impl Tensor {
             ));
         }
         let shape = shape.into();
-        let mut rng = gen.0.lock();
-        let values: Vec<i64> = (0..shape.numel())
-            .map(|_| rng.random_range(low..high))
-            .collect();
-        drop(rng);
-        Tensor::from_vec(values, shape, device)
+        let t = Tensor::uninit(shape.dims(), DType::I64, device, Location::caller())?;
+        {
+            let mut rng = gen.0.lock();
+            let mut guard = t.storage().data.write();
+            let dst: &mut [i64] = guard.typed_mut();
+            dst.iter_mut()
+                .for_each(|d| *d = rng.random_range(low..high));
+        }
+        Ok(t)
     }
 }

@@ -68,8 +68,19 @@ impl Tensor {
         device: &Device,
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.size_in_bytes(), |acc, &d| acc.checked_mul(d))
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "empty",
+                    format!(
+                        "a tensor of shape {shape:?} and dtype {dtype} would need more bytes than this machine can address. Check the shape."
+                    ),
+                )
+            })?;
         let layout = Layout::contiguous(shape);
-        let bytes = layout.numel() * dtype.size_in_bytes();
         let storage = Arc::new(Storage::new(device, bytes, site)?);
         Ok(Tensor::from_parts(storage, layout, dtype, false))
     }

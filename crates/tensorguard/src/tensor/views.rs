@@ -34,12 +34,12 @@ impl SliceRange for RangeTo<isize> {
 }
 impl SliceRange for RangeToInclusive<isize> {
     fn bounds(&self) -> (Option<isize>, Option<isize>) {
-        (None, Some(self.end + 1))
+        (None, Some(self.end.saturating_add(1)))
     }
 }
 impl SliceRange for RangeInclusive<isize> {
     fn bounds(&self) -> (Option<isize>, Option<isize>) {
-        (Some(*self.start()), Some(*self.end() + 1))
+        (Some(*self.start()), Some(self.end().saturating_add(1)))
     }
 }
 impl SliceRange for RangeFull {
@@ -164,7 +164,7 @@ impl Tensor {
         } else {
             start
         };
-        if s < 0 || s as usize > size || s as usize + length > size {
+        if s < 0 || (s as usize).checked_add(length).is_none_or(|e| e > size) {
             return Err(Error::invalid(
                 "narrow",
                 format!("start {start} with length {length} does not fit in dimension {d} of size {size}."),
