@@ -833,7 +833,7 @@ impl CachingAllocator {
             // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
             // has not been handed out or recorded anywhere.
             unsafe { self.raw.free(ptr, seg_size) };
-            panic!("device segment at {ptr:p} of {seg_size} bytes lies outside the supported address range");
+            return Err(self.oom(&mut g, bytes, size, seg_size, stream));
         }
         let i = g.add_segment(ptr, seg_size, small, stream);
         Ok(g.activate(i, size, bytes, site))

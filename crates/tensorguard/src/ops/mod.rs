@@ -10,7 +10,6 @@ mod index;
 mod matmul;
 mod reduce;
 
-use std::borrow::Cow;
 use std::panic::Location;
 
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
@@ -122,14 +121,14 @@ pub(crate) struct Out<'a> {
 /// A kernel's view of one input.
 pub(crate) struct KIn<'a> {
     pub buf: &'a Buffer,
-    pub layout: Cow<'a, Layout>,
+    pub layout: &'a Layout,
     pub dtype: DType,
 }
 
 /// A kernel's view of one output.
 pub(crate) struct KOut<'a> {
     pub buf: &'a mut Buffer,
-    pub layout: Cow<'a, Layout>,
+    pub layout: &'a Layout,
     pub dtype: DType,
 }
 
@@ -218,7 +217,7 @@ pub(crate) fn launch(
         if i.t.dtype() != i.dtype || out_ids.contains(&id) {
             let src = KIn {
                 buf: guards[find(id)].1.buf(),
-                layout: Cow::Borrowed(i.t.layout()),
+                layout: i.t.layout(),
                 dtype: i.t.dtype(),
             };
             let layout = Layout::contiguous(i.t.shape());
@@ -229,7 +228,7 @@ pub(crate) fn launch(
             )?;
             let mut dst = [KOut {
                 buf: &mut buf,
-                layout: Cow::Borrowed(&layout),
+                layout: &layout,
                 dtype: i.dtype,
             }];
             cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
@@ -254,35 +253,49 @@ pub(crate) fn launch(
             Guard::R(r) => (*id, None, Some(&**r)),
         })
         .collect();
-    let mut kins: SmallVec<[KIn<'_>; 3]> = SmallVec::new();
-    for (n, i) in ins.iter().enumerate().skip(usize::from(self_first)) {
-        let (buf, base): (&Buffer, Cow<'_, Layout>) = match staged.iter().find(|s| s.0 == n) {
-            Some((_, b, l)) => (b, Cow::Borrowed(l)),
+    // the layout each input is read with: its own, or its staged copy's,
+    // broadcast to the kernel's shape when needed
+    let bases: SmallVec<[(&Buffer, &Layout); 3]> = ins
+        .iter()
+        .enumerate()
+        .skip(usize::from(self_first))
+        .map(|(n, i)| match staged.iter().find(|s| s.0 == n) {
+            Some((_, b, l)) => Ok((b, l)),
             None => {
                 let id = i.t.storage().id();
                 match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
-                    Some(b) => (b, Cow::Borrowed(i.t.layout())),
-                    None => return Err(internal("an input storage is not locked for reading")),
+                    Some(b) => Ok((b, i.t.layout())),
+                    None => Err(internal("an input storage is not locked for reading")),
                 }
             }
-        };
-        let layout = match i.bshape {
-            Some(s) if s != base.shape.as_slice() => Cow::Owned(base.broadcast_to(s)),
-            _ => base,
-        };
-        kins.push(KIn {
+        })
+        .collect::<Result<_>>()?;
+    let bcast: SmallVec<[Option<Layout>; 3]> = ins
+        .iter()
+        .skip(usize::from(self_first))
+        .zip(&bases)
+        .map(|(i, (_, l))| match i.bshape {
+            Some(s) if s != l.shape.as_slice() => Some(l.broadcast_to(s)),
+            _ => None,
+        })
+        .collect();
+    let kins: SmallVec<[KIn<'_>; 3]> = ins
+        .iter()
+        .skip(usize::from(self_first))
+        .zip(bases.iter().zip(&bcast))
+        .map(|(i, ((buf, l), b))| KIn {
             buf,
-            layout,
+            layout: b.as_ref().unwrap_or(l),
             dtype: i.dtype,
-        });
-    }
+        })
+        .collect();
     let mut kouts: SmallVec<[KOut<'_>; 2]> = SmallVec::new();
     let mut tmps = out_tmp.iter_mut().peekable();
     for (k, o) in outs.iter().enumerate() {
         match tmps.next_if(|t| t.0 == k) {
             Some((_, b, l)) => kouts.push(KOut {
                 buf: b,
-                layout: Cow::Borrowed(l),
+                layout: l,
                 dtype: o.dtype,
             }),
             None => {
@@ -294,7 +307,7 @@ pub(crate) fn launch(
                 {
                     Some(b) => kouts.push(KOut {
                         buf: b,
-                        layout: Cow::Borrowed(o.t.layout()),
+                        layout: o.t.layout(),
                         dtype: o.dtype,
                     }),
                     None => return Err(internal("two outputs of one op share a storage")),
@@ -318,12 +331,12 @@ pub(crate) fn launch(
         {
             let mut dst = [KOut {
                 buf: dst,
-                layout: Cow::Borrowed(o.t.layout()),
+                layout: o.t.layout(),
                 dtype: o.t.dtype(),
             }];
             let src = KIn {
                 buf,
-                layout: Cow::Borrowed(layout),
+                layout,
                 dtype: o.dtype,
             };
             cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;

@@ -101,7 +101,7 @@ pub(crate) fn fill(out: &mut KOut<'_>, value: Scalar) {
         } else {
             value.to_native()
         };
-        let layout = out.layout.as_ref().clone();
+        let layout = out.layout;
         let o: &mut [O] = out.buf.typed_mut();
         if layout.is_contiguous() {
             let n = layout.numel();

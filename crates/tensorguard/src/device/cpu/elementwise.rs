@@ -191,7 +191,7 @@ fn sigmoid<T: Float>(x: T) -> T {
 
 pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
     let dt = out.dtype;
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     if op.is_float_only() {
         return with_float!(dt, T => {
             let o: &mut [T] = out.buf.typed_mut();
@@ -274,7 +274,7 @@ pub(crate) fn binary(
 ) -> Result<()> {
     let dt = b.dtype;
     check_int_pow(op, dt, b)?;
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     with_arith!(dt, T => {
         let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let y: &[T] = b.buf.typed();
@@ -304,7 +304,7 @@ pub(crate) fn binary_scalar(
     if op == BinaryOp::Pow && !dt.is_float() && !reversed && s.to_i64() < 0 {
         return Err(Error::invalid("pow", "integers cannot be raised to negative integer powers. Cast the base to a float dtype first."));
     }
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     with_arith!(dt, T => {
         let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let sv: T = s.to_native();
@@ -328,7 +328,7 @@ pub(crate) fn clamp(
     out: &mut KOut<'_>,
     a: Option<&KIn<'_>>,
 ) -> Result<()> {
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     with_arith!(out.dtype, T => {
         let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
         let o: &mut [T] = out.buf.typed_mut();
@@ -343,7 +343,7 @@ pub(crate) fn clamp(
 }
 
 pub(crate) fn where_(out: &mut KOut<'_>, c: &KIn<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()> {
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     with_native!(a.dtype, T => {
         let cond: &[u8] = c.buf.typed();
         let x: &[T] = a.buf.typed();
@@ -360,7 +360,7 @@ pub(crate) fn masked_fill(
     a: Option<&KIn<'_>>,
     mask: &KIn<'_>,
 ) -> Result<()> {
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     let is_bool = out.dtype == DType::Bool;
     with_native!(out.dtype, T => {
         let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));

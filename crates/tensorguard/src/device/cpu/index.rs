@@ -37,7 +37,7 @@ fn take<T: Native>(
     idx: &KIn<'_>,
     idx_l: &Layout,
 ) {
-    let ol = out.layout.as_ref().clone();
+    let ol = out.layout;
     let x: &[T] = src.buf.typed();
     let ix: &[i64] = idx.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
@@ -57,7 +57,7 @@ pub(crate) fn index_select(
 ) -> Result<()> {
     check_indices("index_select", idx, src.layout.shape[dim], dim)?;
     let sdim = src.layout.strides[dim];
-    let mut src_l = src.layout.as_ref().clone();
+    let mut src_l = src.layout.clone();
     src_l.shape[dim] = out.layout.shape[dim];
     src_l.strides[dim] = 0;
     // the 1-D index runs along `dim`, repeated over the other dims
@@ -75,16 +75,16 @@ pub(crate) fn index_select(
 pub(crate) fn gather(dim: usize, out: &mut KOut<'_>, src: &KIn<'_>, idx: &KIn<'_>) -> Result<()> {
     check_indices("gather", idx, src.layout.shape[dim], dim)?;
     let sdim = src.layout.strides[dim];
-    let mut src_l = src.layout.as_ref().clone();
+    let mut src_l = src.layout.clone();
     src_l.shape = idx.layout.shape.clone();
     src_l.strides[dim] = 0;
-    let idx_l = idx.layout.as_ref().clone();
+    let idx_l = idx.layout.clone();
     with_native!(src.dtype, T => take::<T>(out, src, &src_l, sdim, idx, &idx_l));
     Ok(())
 }
 
 pub(crate) fn cat(dim: usize, out: &mut KOut<'_>, ins: &[KIn<'_>]) -> Result<()> {
-    let base = out.layout.as_ref().clone();
+    let base = out.layout.clone();
     let mut at = 0;
     for i in ins {
         let n = if i.layout.ndim() == 0 {
@@ -101,7 +101,7 @@ pub(crate) fn cat(dim: usize, out: &mut KOut<'_>, ins: &[KIn<'_>]) -> Result<()>
         at += n;
         let mut o = KOut {
             buf: &mut *out.buf,
-            layout: std::borrow::Cow::Owned::<Layout>(l),
+            layout: &l,
             dtype: out.dtype,
         };
         copy(&mut o, i);

@@ -269,9 +269,9 @@ pub(crate) fn reduce_with_index(
 pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
     let n = a.layout.shape[dim];
     let (a_st, o_st) = (a.layout.strides[dim], out.layout.strides[dim]);
-    let mut outer_a = a.layout.as_ref().clone();
+    let mut outer_a = a.layout.clone();
     outer_a.shape[dim] = 1;
-    let mut outer_o = out.layout.as_ref().clone();
+    let mut outer_o = out.layout.clone();
     outer_o.shape[dim] = 1;
     with_float!(a.dtype, T => {
         let x: &[T] = a.buf.typed();
