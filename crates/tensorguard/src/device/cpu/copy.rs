@@ -17,9 +17,9 @@ pub(crate) fn copy(out: &mut KOut<'_>, src: &KIn<'_>) {
             let o: &mut [O] = out.buf.typed_mut();
             let i: &[I] = src.buf.typed();
             if to_bool {
-                map1(o, &out.layout, i, &src.layout, |x: I| O::from_i64((x != I::zero()) as i64));
+                map1(o, out.layout, i, src.layout, |x: I| O::from_i64((x != I::zero()) as i64));
             } else {
-                copy_typed::<O, I>(o, &out.layout, i, &src.layout);
+                copy_typed::<O, I>(o, out.layout, i, src.layout);
             }
         })
     })
@@ -113,7 +113,7 @@ pub(crate) fn fill(out: &mut KOut<'_>, value: Scalar) {
             }
         } else {
             let zero = Layout { shape: layout.shape.clone(), strides: smallvec::smallvec![0; layout.ndim()], offset: 0 };
-            map1(o, &layout, &[v], &zero, |x: O| x);
+            map1(o, layout, &[v], &zero, |x: O| x);
         }
     })
 }

@@ -195,13 +195,13 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
     if op.is_float_only() {
         return with_float!(dt, T => {
             let o: &mut [T] = out.buf.typed_mut();
-            let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+            let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
             match op {
-                UnaryOp::Exp => un(o, &ol, x, |v: T| v.exp()),
-                UnaryOp::Log => un(o, &ol, x, |v: T| v.ln()),
-                UnaryOp::Sqrt => un(o, &ol, x, |v: T| v.sqrt()),
-                UnaryOp::Sigmoid => un(o, &ol, x, sigmoid::<T>),
-                UnaryOp::Tanh => un(o, &ol, x, |v: T| v.tanh()),
+                UnaryOp::Exp => un(o, ol, x, |v: T| v.exp()),
+                UnaryOp::Log => un(o, ol, x, |v: T| v.ln()),
+                UnaryOp::Sqrt => un(o, ol, x, |v: T| v.sqrt()),
+                UnaryOp::Sigmoid => un(o, ol, x, sigmoid::<T>),
+                UnaryOp::Tanh => un(o, ol, x, |v: T| v.tanh()),
                 _ => {}
             }
             Ok(())
@@ -209,13 +209,13 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
     }
     with_arith!(dt, T => {
         let o: &mut [T] = out.buf.typed_mut();
-        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let zero = T::zero();
         match op {
-            UnaryOp::Neg => un(o, &ol, x, |v: T| Arith::neg(v)),
-            UnaryOp::Abs => un(o, &ol, x, |v: T| Arith::abs(v)),
+            UnaryOp::Neg => un(o, ol, x, |v: T| Arith::neg(v)),
+            UnaryOp::Abs => un(o, ol, x, |v: T| Arith::abs(v)),
             // `>=` keeps -0.0 as -0.0, as PyTorch does
-            UnaryOp::Relu => un(o, &ol, x, |v: T| if Arith::is_nan(v) || v >= zero { v } else { zero }),
+            UnaryOp::Relu => un(o, ol, x, |v: T| if Arith::is_nan(v) || v >= zero { v } else { zero }),
             _ => {}
         }
         Ok(())
@@ -229,7 +229,7 @@ fn check_int_pow(op: BinaryOp, dt: DType, exps: &KIn<'_>) -> Result<()> {
     let mut neg = false;
     with_native!(exps.dtype, E => {
         let d: &[E] = exps.buf.typed();
-        super::iter::gather_strided(d, &exps.layout, |x| neg |= x.to_i64() < 0);
+        super::iter::gather_strided(d, exps.layout, |x| neg |= x.to_i64() < 0);
     });
     if neg {
         return Err(Error::invalid("pow", "integers cannot be raised to negative integer powers. Cast the base to a float dtype first."));
@@ -276,7 +276,7 @@ pub(crate) fn binary(
     check_int_pow(op, dt, b)?;
     let ol = out.layout;
     with_arith!(dt, T => {
-        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let y: &[T] = b.buf.typed();
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
@@ -306,7 +306,7 @@ pub(crate) fn binary_scalar(
     }
     let ol = out.layout;
     with_arith!(dt, T => {
-        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let sv: T = s.to_native();
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
@@ -330,11 +330,11 @@ pub(crate) fn clamp(
 ) -> Result<()> {
     let ol = out.layout;
     with_arith!(out.dtype, T => {
-        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let o: &mut [T] = out.buf.typed_mut();
         let lo: Option<T> = min.map(|s| s.to_native());
         let hi: Option<T> = max.map(|s| s.to_native());
-        un(o, &ol, x, |v: T| {
+        un(o, ol, x, |v: T| {
             let v = match lo { Some(l) if v < l => l, _ => v };
             match hi { Some(h) if v > h => h, _ => v }
         });
@@ -349,7 +349,7 @@ pub(crate) fn where_(out: &mut KOut<'_>, c: &KIn<'_>, a: &KIn<'_>, b: &KIn<'_>) 
         let x: &[T] = a.buf.typed();
         let y: &[T] = b.buf.typed();
         let o: &mut [T] = out.buf.typed_mut();
-        map3(o, &ol, (cond, &c.layout), (x, &a.layout), (y, &b.layout), |m: u8, x: T, y: T| if m != 0 { x } else { y });
+        map3(o, ol, (cond, c.layout), (x, a.layout), (y, b.layout), |m: u8, x: T, y: T| if m != 0 { x } else { y });
         Ok(())
     })
 }
@@ -363,11 +363,11 @@ pub(crate) fn masked_fill(
     let ol = out.layout;
     let is_bool = out.dtype == DType::Bool;
     with_native!(out.dtype, T => {
-        let x = a.map(|a| (a.buf.typed::<T>(), &*a.layout));
+        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let m: &[u8] = mask.buf.typed();
         let o: &mut [T] = out.buf.typed_mut();
         let v: T = if is_bool { T::from_i64((value.to_f64() != 0.0) as i64) } else { value.to_native() };
-        bin(o, &ol, x, (m, &mask.layout), |x: T, m: u8| if m != 0 { v } else { x });
+        bin(o, ol, x, (m, mask.layout), |x: T, m: u8| if m != 0 { v } else { x });
         Ok(())
     })
 }

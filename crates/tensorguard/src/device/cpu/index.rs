@@ -10,7 +10,7 @@ use crate::shape::Layout;
 fn check_indices(op: &'static str, idx: &KIn<'_>, size: usize, dim: usize) -> Result<()> {
     let data: &[i64] = idx.buf.typed();
     let mut bad = None;
-    gather_strided(data, &idx.layout, |i| {
+    gather_strided(data, idx.layout, |i| {
         if bad.is_none() && (i < 0 || i as usize >= size) {
             bad = Some(i);
         }
@@ -41,7 +41,7 @@ fn take<T: Native>(
     let x: &[T] = src.buf.typed();
     let ix: &[i64] = idx.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
-    drive(o, [&ol, src_l, idx_l], |o, ob, offs, len, inner| {
+    drive(o, [ol, src_l, idx_l], |o, ob, offs, len, inner| {
         for i in 0..len {
             let j = ix[offs[2] + i * inner[2]] as usize;
             o[offs[0] - ob + i * inner[0]] = x[offs[1] + i * inner[1] + j * sdim];

@@ -55,7 +55,7 @@ fn cs(l: &Layout) -> isize {
 }
 
 fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
-    let (m, k, n) = mkn(&a.layout, &b.layout);
+    let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();
@@ -119,7 +119,7 @@ fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
 }
 
 fn naive<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, acc_float: bool) {
-    let (m, k, n) = mkn(&a.layout, &b.layout);
+    let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();

@@ -91,8 +91,8 @@ fn reduce_with<T: Native, F>(out: &mut KOut<'_>, a: &KIn<'_>, dims: &[usize], f:
 where
     F: Fn(&[T], &Lanes, usize, usize, usize) -> T + Sync,
 {
-    let (outer, lanes) = split(&a.layout, dims);
-    let ol = keepdim_layout(&out.layout, &a.layout, dims);
+    let (outer, lanes) = split(a.layout, dims);
+    let ol = keepdim_layout(out.layout, a.layout, dims);
     let data: &[T] = a.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
     let lanes = &lanes;
@@ -215,8 +215,8 @@ pub(crate) fn reduce(op: ReduceOp, dims: &[usize], out: &mut KOut<'_>, a: &KIn<'
 }
 
 fn arg_extreme(max: bool, dims: &[usize], out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
-    let (outer, lanes) = split(&a.layout, dims);
-    let ol = keepdim_layout(&out.layout, &a.layout, dims);
+    let (outer, lanes) = split(a.layout, dims);
+    let ol = keepdim_layout(out.layout, a.layout, dims);
     with_arith!(a.dtype, T => {
         let data: &[T] = a.buf.typed();
         let o: &mut [i64] = out.buf.typed_mut();
@@ -243,9 +243,9 @@ pub(crate) fn reduce_with_index(
             "internal error: expected two outputs",
         ));
     };
-    let (outer, lanes) = split(&a.layout, &[dim]);
-    let vl = keepdim_layout(&vals.layout, &a.layout, &[dim]);
-    let il = keepdim_layout(&idxs.layout, &a.layout, &[dim]);
+    let (outer, lanes) = split(a.layout, &[dim]);
+    let vl = keepdim_layout(vals.layout, a.layout, &[dim]);
+    let il = keepdim_layout(idxs.layout, a.layout, &[dim]);
     with_arith!(a.dtype, T => {
         let data: &[T] = a.buf.typed();
         let vo: &mut [T] = vals.buf.typed_mut();
