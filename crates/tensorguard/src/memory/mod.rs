@@ -15,6 +15,7 @@
 //! ```
 
 mod caching;
+mod oom;
 mod raw;
 mod stats;
 
@@ -23,7 +24,7 @@ use std::ptr::NonNull;
 use std::sync::LazyLock;
 
 pub(crate) use caching::{Allocation, CachingAllocator};
-pub use caching::{LiveAllocation, OomReport};
+pub use oom::{LiveAllocation, OomReport};
 pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
 
 use crate::device::Device;
