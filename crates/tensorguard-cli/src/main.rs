@@ -103,7 +103,7 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
             if wanted.is_some_and(|w| w != dev) {
                 continue;
             }
-            match self_check(&dev) {
+            match self_check(&dev).and_then(|()| device::synchronize(&dev)) {
                 Ok(()) => println!(
                     "{dev:<8} ok: self-check passed; allocator: {} allocated, {} reserved",
                     memory::format_bytes(memory::allocated(&dev) as u64),

@@ -38,7 +38,7 @@ pub enum Error {
         hint: String,
     },
     /// Operands live on different devices.
-    #[error("{op}: argument `{arg}` is on {found} but the op runs on {expected} (called at {location}). Move it first, e.g. `{arg}.to(&Device::parse(\"{expected}\")?)`, or create it on {expected}.")]
+    #[error("{op}: argument `{arg}` is on {found} but the op runs on {expected} (called at {location}). Move it first with `{arg}.to(&Device::parse(\"{expected}\")?)?`, or create it on {expected}.")]
     DeviceMismatch {
         /// The op that failed.
         op: &'static str,
@@ -118,6 +118,22 @@ pub enum Error {
     /// what is in use and what to try.
     #[error("{0}")]
     OutOfMemory(Box<OomReport>),
+    /// A kernel failed on an asynchronous device. It is reported at the next
+    /// synchronisation (a host read, `synchronize`, an event wait) or, with
+    /// launch blocking on, by the op itself.
+    #[error("a kernel failed on {device} (stream {stream}): `{op}` called at {location}: {message}. Device work runs asynchronously, so this is reported at a later synchronisation; set TENSORGUARD_LAUNCH_BLOCKING=1 (or `device::set_launch_blocking(true)`) to have the failing op report it.")]
+    DeviceFault {
+        /// The device.
+        device: Device,
+        /// The stream the kernel ran on.
+        stream: u32,
+        /// The op that launched the kernel.
+        op: &'static str,
+        /// Where the op was called.
+        location: &'static Location<'static>,
+        /// What went wrong.
+        message: String,
+    },
     /// A device is not available or failed.
     #[error("{0}")]
     Device(String),

@@ -599,7 +599,10 @@ fn rand_with_int_dtype() -> Result<()> {
 
 #[test]
 fn unavailable_devices() -> Result<()> {
-    for dev in [Device::Cuda(0), Device::Emulated(0)] {
+    for (dev, why) in [
+        (Device::Cuda(0), "not available"),
+        (Device::Emulated(99), "does not exist"),
+    ] {
         let name = dev.to_string();
         let results: Vec<Result<Tensor>> = vec![
             Tensor::zeros([2], DType::F32, &dev),
@@ -614,7 +617,7 @@ fn unavailable_devices() -> Result<()> {
                 Err(e) => e,
             };
             assert!(matches!(err, Error::Device(_)), "{err:?}");
-            assert_message(&err, None, &[&name, "not available"]);
+            assert_message(&err, None, &[&name, why]);
         }
     }
     // the suggested fallback works

@@ -174,7 +174,7 @@ fn workload() -> Result<()> {
         Tensor::randint(3, 3, [2], &DEV).unwrap_err(),
         Tensor::arange_step(0, 3, 0, &DEV).unwrap_err(),
         Tensor::zeros([4], DType::F32, &Device::Cuda(0)).unwrap_err(),
-        Tensor::zeros([4], DType::F32, &Device::Emulated(0)).unwrap_err(),
+        Tensor::zeros([4], DType::F32, &Device::Emulated(99)).unwrap_err(),
         v.t()?.view([12]).unwrap_err(),
         sc.expand([3])?.add_(1.0).unwrap_err(),
         ar.add_(0.5).unwrap_err(),

@@ -1,6 +1,21 @@
-//! Devices: where a tensor's memory lives and where its ops run.
+//! Devices: where a tensor's memory lives and where its ops run, their
+//! streams and events, and the emulated accelerator.
 
+pub(crate) mod backend;
+mod config;
 pub(crate) mod cpu;
+mod emulated;
+pub(crate) mod exec;
+pub(crate) mod kernel;
+mod stream;
+
+pub use backend::launch_blocking;
+pub use config::{configure_emulated, EmulatedConfig};
+pub(crate) use stream::current_stream_id;
+pub use stream::{Event, Stream, StreamGuard};
+
+/// A stream's number on its device (0 is the default stream).
+pub(crate) type StreamId = u32;
 
 use std::fmt;
 use std::str::FromStr;
@@ -73,24 +88,32 @@ impl Device {
     /// build; otherwise an [`Error::Device`] that says why and what to use
     /// instead.
     pub fn check_available(&self) -> Result<()> {
-        match self {
-            Device::Cpu => Ok(()),
-            Device::Emulated(n) => Err(Error::Device(format!(
-                "emu:{n} is not available: the emulated accelerator is not built yet in this version of tensorguard (only cpu is). Use Device::Cpu."
-            ))),
-            Device::Cuda(n) => Err(Error::Device(format!(
-                "cuda:{n} is not available: this build of tensorguard has no CUDA backend. Use Device::cuda_if_available({n}) to fall back to the cpu."
-            ))),
-        }
+        backend::backend(self).map(|_| ())
     }
 }
 
-/// How many devices of `kind` are usable now (always 1 for cpu).
+/// How many devices of `kind` are usable now (always 1 for cpu; the
+/// configured number of emulated devices; 0 CUDA devices in this build).
 pub fn count(kind: DeviceKind) -> usize {
     match kind {
         DeviceKind::Cpu => 1,
-        DeviceKind::Emulated | DeviceKind::Cuda => 0,
+        DeviceKind::Emulated => backend::emulated_devices().len(),
+        DeviceKind::Cuda => 0,
     }
+}
+
+/// Block the host until all work queued on every stream of `device` has
+/// run. A fault raised by that work is returned, naming the op that raised
+/// it and its call site.
+pub fn synchronize(device: &Device) -> Result<()> {
+    backend::backend(device)?.synchronize()
+}
+
+/// Make every op on an asynchronous device wait for its kernel, so that a
+/// fault is returned by the op that caused it (what
+/// `TENSORGUARD_LAUNCH_BLOCKING=1` does; PyTorch's `CUDA_LAUNCH_BLOCKING`).
+pub fn set_launch_blocking(on: bool) {
+    backend::set_launch_blocking_flag(on);
 }
 
 impl fmt::Display for Device {

@@ -21,28 +21,20 @@ mod stats;
 
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::LazyLock;
 
 pub(crate) use caching::{Allocation, CachingAllocator};
 pub use oom::{LiveAllocation, OomReport};
+pub(crate) use raw::HostRaw;
 pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
 
-use crate::device::Device;
+use crate::device::backend::backend;
+use crate::device::{current_stream_id, Device, StreamId};
 use crate::dtype::Native;
 use crate::error::{Error, Result};
 
-static CPU_ALLOCATOR: LazyLock<CachingAllocator> =
-    LazyLock::new(|| CachingAllocator::new("cpu".to_string(), Box::new(raw::HostRaw::new(None))));
-
 /// The caching allocator of `device`.
 pub(crate) fn allocator(device: &Device) -> Result<&'static CachingAllocator> {
-    device.check_available()?;
-    match device {
-        Device::Cpu => Ok(&CPU_ALLOCATOR),
-        other => Err(Error::Device(format!(
-            "{other} has no allocator in this build."
-        ))),
-    }
+    Ok(backend(device)?.allocator())
 }
 
 /// A block of device memory owned by one storage; returned to its allocator
@@ -62,22 +54,51 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
-    /// Allocate `bytes` on `device`. The memory is initialised (zeroed when
-    /// fresh, earlier contents when reused) but its values are unspecified.
+    /// Allocate `bytes` on `device` for its current stream. The memory is
+    /// initialised (zeroed when fresh, earlier contents when reused) but its
+    /// values are unspecified.
     pub(crate) fn new(
         device: &Device,
         bytes: usize,
         site: &'static Location<'static>,
     ) -> Result<Buffer> {
-        let allocator = allocator(device)?;
+        Buffer::new_on(device, current_stream_id(device), bytes, site)
+    }
+
+    /// Allocate `bytes` on `device` for use on `stream`. Blocks that wait for
+    /// other streams are reclaimed first; when the device is full, the
+    /// allocator waits for them all and retries once before failing.
+    pub(crate) fn new_on(
+        device: &Device,
+        stream: StreamId,
+        bytes: usize,
+        site: &'static Location<'static>,
+    ) -> Result<Buffer> {
+        let b = backend(device)?;
+        let allocator = b.allocator();
+        b.reclaim(false);
         let alloc = allocator
-            .allocate(bytes, 0, site)
+            .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
         Ok(Buffer {
             alloc: Some(alloc),
             allocator,
             len: bytes,
         })
+    }
+
+    /// Move the block out, leaving an empty buffer behind.
+    pub(crate) fn take(&mut self) -> Buffer {
+        Buffer {
+            alloc: self.alloc.take(),
+            allocator: self.allocator,
+            len: std::mem::take(&mut self.len),
+        }
+    }
+
+    /// The stream the block was allocated for.
+    pub(crate) fn stream(&self) -> StreamId {
+        self.alloc.as_ref().map_or(0, |a| a.stream())
     }
 
     fn ptr(&self) -> NonNull<u8> {

@@ -4,9 +4,11 @@ use std::panic::Location;
 
 use super::elementwise::check_inplace_target;
 use super::{check_device, launch, In, Kernel, Out};
+use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::shape::broadcast_shapes;
+use crate::tensor::fill_from_host;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -64,6 +66,37 @@ impl Tensor {
             false,
             site,
         )?;
+        Ok(out)
+    }
+
+    /// This tensor on `device`: `self` itself (an alias) when it is already
+    /// there, otherwise a contiguous copy. Blocks until the copy is usable.
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::arange(0, 3, &Device::Cpu).unwrap();
+    /// let d = t.to(&Device::Emulated(0)).unwrap();
+    /// assert_eq!(d.device(), Device::Emulated(0));
+    /// assert_eq!(d.to(&Device::Cpu).unwrap().to_vec::<i64>().unwrap(), vec![0, 1, 2]);
+    /// assert!(t.to(&Device::Cpu).unwrap().is_same(&t));
+    /// ```
+    #[track_caller]
+    pub fn to(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device() {
+            return Ok(self.alias());
+        }
+        device.check_available()?;
+        let site = Location::caller();
+        let src = self.contiguous()?;
+        src.storage().sync_for_host_read()?;
+        let out = Tensor::uninit(self.shape(), self.dtype(), device, site)?;
+        let bytes = self.numel() * self.dtype().size_in_bytes();
+        let start = src.storage_offset() * self.dtype().size_in_bytes();
+        let host: Vec<u8> = src.storage().data.read().bytes()[start..start + bytes].to_vec();
+        fill_from_host::<u8>(&out, site, |dst| dst[..bytes].copy_from_slice(&host))?;
+        if !device.is_cpu() {
+            out.storage().sync_for_host_read()?;
+        }
         Ok(out)
     }
 

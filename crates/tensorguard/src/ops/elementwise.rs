@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use super::{check_device, check_inplace, launch, promote_arg, In, Kernel, Out};
+use super::{check_device, check_inplace, launch, promote_arg, BinaryOp, In, Kernel, Out, UnaryOp};
 use crate::dtype::{result_type, DType, PromoteArg, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::shape::broadcast_shapes;
@@ -44,85 +44,6 @@ impl Operand<'_> {
         match self {
             Operand::Tensor(t) => promote_arg(t),
             Operand::Scalar(s) => PromoteArg::Scalar(*s),
-        }
-    }
-}
-
-/// Elementwise functions of one tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnaryOp {
-    Neg,
-    Abs,
-    Relu,
-    Exp,
-    Log,
-    Sqrt,
-    Sigmoid,
-    Tanh,
-}
-
-impl UnaryOp {
-    /// Ops whose result is always floating (ints are promoted).
-    pub(crate) fn is_float_only(self) -> bool {
-        matches!(
-            self,
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Sigmoid | UnaryOp::Tanh
-        )
-    }
-    fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Tanh => "tanh",
-        }
-    }
-}
-
-/// Elementwise functions of two operands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Maximum,
-    Minimum,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl BinaryOp {
-    pub(crate) fn is_comparison(self) -> bool {
-        matches!(
-            self,
-            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
-        )
-    }
-    fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::Eq => "eq",
-            BinaryOp::Ne => "ne",
-            BinaryOp::Lt => "lt",
-            BinaryOp::Le => "le",
-            BinaryOp::Gt => "gt",
-            BinaryOp::Ge => "ge",
         }
     }
 }

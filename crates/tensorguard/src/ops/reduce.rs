@@ -4,41 +4,11 @@ use std::panic::Location;
 
 use smallvec::SmallVec;
 
-use super::{launch, In, Kernel, Out};
+use super::{launch, In, Kernel, Out, ReduceOp};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, norm_dims, DimList, Dims};
 use crate::tensor::Tensor;
-
-/// What a reduction computes.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum ReduceOp {
-    Sum,
-    Mean,
-    Prod,
-    Max,
-    Min,
-    ArgMax,
-    ArgMin,
-    Var { correction: f64 },
-    Std { correction: f64 },
-}
-
-impl ReduceOp {
-    fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Mean => "mean",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-            ReduceOp::ArgMax => "argmax",
-            ReduceOp::ArgMin => "argmin",
-            ReduceOp::Var { .. } => "var",
-            ReduceOp::Std { .. } => "std",
-        }
-    }
-}
 
 fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
     if !t.dtype().is_float() {

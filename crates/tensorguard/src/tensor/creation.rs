@@ -1,7 +1,7 @@
 //! Creating tensors: constants, ranges, data from Rust, random numbers.
 
 use std::panic::Location;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -9,7 +9,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use super::Tensor;
-use crate::device::Device;
+use crate::device::backend::backend;
+use crate::device::{current_stream_id, Device};
 use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::ops::{launch, Kernel, Out};
@@ -44,6 +45,42 @@ static DEFAULT_GEN: LazyLock<Generator> = LazyLock::new(|| Generator::new(0x5eed
 /// Seed the default generator (PyTorch's `torch.manual_seed`).
 pub fn manual_seed(seed: u64) {
     DEFAULT_GEN.manual_seed(seed);
+}
+
+/// Write host-computed elements into the fresh tensor `t`: in place on the
+/// cpu; for a device, into a host buffer copied by work queued on the
+/// device's current stream (so it is ordered before later ops).
+pub(crate) fn fill_from_host<T: Native>(
+    t: &Tensor,
+    site: &'static Location<'static>,
+    fill: impl FnOnce(&mut [T]),
+) -> Result<()> {
+    if t.device().is_cpu() {
+        let mut guard = t.storage().data.write();
+        fill(guard.typed_mut());
+        return Ok(());
+    }
+    // as many T as the tensor's bytes hold (T may be u8 for a raw copy)
+    let n = t.numel() * t.dtype().size_in_bytes() / std::mem::size_of::<T>();
+    let mut host = vec![T::zero(); n];
+    fill(&mut host);
+    let dev = t.device();
+    let stream = current_stream_id(&dev);
+    let storage = Arc::clone(t.storage());
+    let seq = backend(&dev)?.host_fn(
+        stream,
+        "from_vec",
+        site,
+        Box::new(move || {
+            let mut guard = storage.data.write();
+            let dst: &mut [T] = guard.typed_mut();
+            let n = host.len().min(dst.len());
+            dst[..n].copy_from_slice(&host[..n]);
+            Ok(())
+        }),
+    )?;
+    t.storage().record_use(stream, seq, true);
+    Ok(())
 }
 
 fn float_dtype(op: &'static str, dtype: DType) -> Result<()> {
@@ -169,14 +206,13 @@ impl Tensor {
                 ),
             });
         }
-        let t = Tensor::uninit(shape.dims(), T::DTYPE, device, Location::caller())?;
-        {
-            let mut guard = t.storage().data.write();
-            let dst: &mut [T::Native] = guard.typed_mut();
+        let site = Location::caller();
+        let t = Tensor::uninit(shape.dims(), T::DTYPE, device, site)?;
+        fill_from_host::<T::Native>(&t, site, |dst| {
             for (d, s) in dst.iter_mut().zip(data) {
                 *d = s.to_native();
             }
-        }
+        })?;
         Ok(t)
     }
 
@@ -191,17 +227,13 @@ impl Tensor {
         mut f: impl FnMut(usize) -> f64,
     ) -> Result<Tensor> {
         let t = Tensor::uninit(shape, dtype, device, site)?;
-        {
-            let mut guard = t.storage().data.write();
-            with_native!(dtype, T => {
-                let dst: &mut [T] = guard.typed_mut();
-                let to_bool = dtype == DType::Bool;
-                for (i, d) in dst.iter_mut().enumerate() {
-                    let s = f(i);
-                    *d = if to_bool { T::from_i64((s != 0.0) as i64) } else { T::from_f64(s) };
-                }
-            });
-        }
+        let to_bool = dtype == DType::Bool;
+        with_native!(dtype, T => fill_from_host::<T>(&t, site, |dst| {
+            for (i, d) in dst.iter_mut().enumerate() {
+                let s = f(i);
+                *d = if to_bool { T::from_i64((s != 0.0) as i64) } else { T::from_f64(s) };
+            }
+        }))?;
         Ok(t)
     }
 
@@ -249,13 +281,11 @@ impl Tensor {
         if !is_float {
             let (a, c) = (s.to_i64(), st.to_i64());
             let t = Tensor::uninit(&[n], DType::I64, device, site)?;
-            {
-                let mut guard = t.storage().data.write();
-                let dst: &mut [i64] = guard.typed_mut();
+            fill_from_host::<i64>(&t, site, |dst| {
                 for (i, d) in dst.iter_mut().enumerate() {
                     *d = a.wrapping_add((i as i64).wrapping_mul(c));
                 }
-            }
+            })?;
             return Ok(t);
         }
         Tensor::generate(&[n], dtype, device, site, |i| a + i as f64 * c)
@@ -365,14 +395,13 @@ impl Tensor {
             ));
         }
         let shape = shape.into();
-        let t = Tensor::uninit(shape.dims(), DType::I64, device, Location::caller())?;
-        {
-            let mut rng = gen.0.lock();
-            let mut guard = t.storage().data.write();
-            let dst: &mut [i64] = guard.typed_mut();
+        let site = Location::caller();
+        let t = Tensor::uninit(shape.dims(), DType::I64, device, site)?;
+        let mut rng = gen.0.lock();
+        fill_from_host::<i64>(&t, site, |dst| {
             dst.iter_mut()
                 .for_each(|d| *d = rng.random_range(low..high));
-        }
+        })?;
         Ok(t)
     }
 }

@@ -20,6 +20,9 @@ impl Tensor {
         if !default_dtype {
             suffixes.push(format!("dtype=torch.{}", self.dtype().name()));
         }
+        if let Err(e) = self.storage().sync_for_host_read() {
+            return format!("tensor(<unavailable: {e}>)");
+        }
         let layout = self.layout();
         let guard = self.storage().data.read();
         let dtype = self.dtype();

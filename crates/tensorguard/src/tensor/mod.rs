@@ -14,6 +14,7 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, Layout};
 
+pub(crate) use creation::fill_from_host;
 pub use creation::{manual_seed, Generator};
 pub(crate) use storage::Storage;
 pub use views::SliceRange;
@@ -196,6 +197,7 @@ impl Tensor {
 
     fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
+        self.0.storage.sync_for_host_read()?;
         let guard = self.0.storage.data.read();
         let data: &[T::Native] = guard.typed();
         let layout = &self.0.layout;

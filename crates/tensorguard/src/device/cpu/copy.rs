@@ -4,8 +4,8 @@
 use rayon::prelude::*;
 
 use super::iter::{map1, PAR_MIN};
+use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{with_native, DType, Native, Scalar};
-use crate::ops::{KIn, KOut};
 use crate::shape::Layout;
 
 /// out = cast(in), broadcasting `in` to out's shape.

@@ -4,9 +4,9 @@ use half::{bf16, f16};
 use num_traits::Float;
 
 use super::iter::{map1, map1_self, map2, map2_self, map3};
+use crate::device::kernel::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::dtype::{with_native, DType, Native, Scalar};
 use crate::error::{Error, Result};
-use crate::ops::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::shape::Layout;
 
 /// Arithmetic with PyTorch's semantics per native type (integers wrap,

@@ -2,9 +2,9 @@
 
 use super::copy::copy;
 use super::iter::{drive, gather_strided};
+use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{with_native, Native};
 use crate::error::{Error, Result};
-use crate::ops::{KIn, KOut};
 use crate::shape::Layout;
 
 fn check_indices(op: &'static str, idx: &KIn<'_>, size: usize, dim: usize) -> Result<()> {

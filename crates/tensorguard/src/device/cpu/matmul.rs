@@ -4,9 +4,9 @@
 use half::{bf16, f16};
 
 use super::iter::for_each_run;
+use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
-use crate::ops::{KIn, KOut};
 use crate::shape::{Dims, Layout};
 
 /// Offsets of each batch's matrices: `f(out_off, a_off, b_off)`.

@@ -10,8 +10,8 @@ mod reduce;
 
 pub(crate) use iter::gather_strided;
 
+use crate::device::kernel::{KIn, KOut, Kernel};
 use crate::error::{Error, Result};
-use crate::ops::{KIn, KOut, Kernel};
 
 fn internal(kernel: &Kernel) -> Error {
     Error::invalid(

@@ -7,8 +7,8 @@ use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::{drive, for_each_run, PAR_MIN};
 use crate::dtype::{DType, Native};
 
+use crate::device::kernel::{KIn, KOut, ReduceOp};
 use crate::error::{Error, Result};
-use crate::ops::{KIn, KOut, ReduceOp};
 use crate::shape::{Dims, Layout};
 
 /// The reduced part of an input: the coalesced shape and strides of the

@@ -636,11 +636,26 @@ impl CachingAllocator {
     /// pointer that is not counted in the statistics. On failure the cache
     /// is released and the device allocation retried once; if that fails too
     /// the result is an [`OomReport`].
+    #[cfg(test)]
     pub(crate) fn allocate(
         &self,
         bytes: usize,
         stream: StreamId,
         site: &'static Location<'static>,
+    ) -> Result<Allocation, Box<OomReport>> {
+        self.allocate_with(bytes, stream, site, &mut || false)
+    }
+
+    /// [`allocate`](Self::allocate), calling `reclaim` once when the device
+    /// is full after the cache was released: a device returns blocks whose
+    /// frees wait for other streams there (and reports whether it did), and
+    /// the allocation is retried before it fails.
+    pub(crate) fn allocate_with(
+        &self,
+        bytes: usize,
+        stream: StreamId,
+        site: &'static Location<'static>,
+        reclaim: &mut dyn FnMut() -> bool,
     ) -> Result<Allocation, Box<OomReport>> {
         if bytes == 0 {
             return Ok(Allocation {
@@ -651,36 +666,48 @@ impl CachingAllocator {
                 block: NIL,
             });
         }
-        let mut g = self.inner.lock();
-        let Some(size) = checked_round_size(bytes) else {
-            return Err(self.oom(&mut g, bytes, bytes, 0, stream));
-        };
-        let small = size <= SMALL_SIZE;
-        if let Some(i) = g.take_free(small, stream, size) {
+        let mut reclaimed = false;
+        loop {
+            let mut g = self.inner.lock();
+            let Some(size) = checked_round_size(bytes) else {
+                return Err(self.oom(&mut g, bytes, bytes, 0, stream));
+            };
+            let small = size <= SMALL_SIZE;
+            if let Some(i) = g.take_free(small, stream, size) {
+                return Ok(g.activate(i, size, bytes, site));
+            }
+            let Some(seg_size) = allocation_size(size) else {
+                return Err(self.oom(&mut g, bytes, size, 0, stream));
+            };
+            let ptr = match self.raw.alloc(seg_size) {
+                Some(ptr) => ptr,
+                None => {
+                    g.stats.num_alloc_retries += 1;
+                    g.release_cached(&*self.raw);
+                    match self.raw.alloc(seg_size) {
+                        Some(ptr) => ptr,
+                        None if !reclaimed => {
+                            drop(g);
+                            reclaimed = true;
+                            if reclaim() {
+                                continue;
+                            }
+                            let mut g = self.inner.lock();
+                            return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+                        }
+                        None => return Err(self.oom(&mut g, bytes, size, seg_size, stream)),
+                    }
+                }
+            };
+            if !key_fits(ptr.as_ptr() as usize, seg_size) {
+                // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
+                // has not been handed out or recorded anywhere.
+                unsafe { self.raw.free(ptr, seg_size) };
+                return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+            }
+            let i = g.add_segment(ptr, seg_size, small, stream);
             return Ok(g.activate(i, size, bytes, site));
         }
-        let Some(seg_size) = allocation_size(size) else {
-            return Err(self.oom(&mut g, bytes, size, 0, stream));
-        };
-        let ptr = match self.raw.alloc(seg_size) {
-            Some(ptr) => ptr,
-            None => {
-                g.stats.num_alloc_retries += 1;
-                g.release_cached(&*self.raw);
-                match self.raw.alloc(seg_size) {
-                    Some(ptr) => ptr,
-                    None => return Err(self.oom(&mut g, bytes, size, seg_size, stream)),
-                }
-            }
-        };
-        if !key_fits(ptr.as_ptr() as usize, seg_size) {
-            // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
-            // has not been handed out or recorded anywhere.
-            unsafe { self.raw.free(ptr, seg_size) };
-            return Err(self.oom(&mut g, bytes, size, seg_size, stream));
-        }
-        let i = g.add_segment(ptr, seg_size, small, stream);
-        Ok(g.activate(i, size, bytes, site))
     }
 
     #[cold]

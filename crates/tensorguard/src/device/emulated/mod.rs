@@ -1,0 +1,170 @@
+//! The emulated accelerator (`emu:N`): a separate memory space on the host
+//! with its own caching allocator and a capacity (so out-of-memory
+//! happens), and asynchronous streams run by host worker threads (so
+//! ordering, events and `wait_stream` matter). Kernels are the cpu's.
+
+mod worker;
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::backend::{Backend, HostFn, Mark};
+use super::kernel::Task;
+use super::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::memory::{Buffer, CachingAllocator, HostRaw};
+use worker::{Work, Worker};
+
+/// Streams per device: the default stream 0 and a pool handed out round
+/// robin by `Stream::new` (PyTorch keeps a pool of 32).
+pub(crate) const STREAMS: usize = 8;
+
+pub(crate) struct Emulated {
+    device: Device,
+    allocator: CachingAllocator,
+    streams: Vec<OnceLock<Arc<Worker>>>,
+    next: AtomicUsize,
+    deferred: Mutex<Vec<(Buffer, SmallVec<[Mark; 2]>)>>,
+}
+
+impl Emulated {
+    pub(crate) fn new(index: usize, capacity: usize) -> Emulated {
+        let device = Device::Emulated(index);
+        Emulated {
+            device,
+            allocator: CachingAllocator::new(
+                device.to_string(),
+                Box::new(HostRaw::new(Some(capacity))),
+            ),
+            streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
+            next: AtomicUsize::new(0),
+            deferred: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn worker(&self, stream: StreamId) -> Result<&Arc<Worker>> {
+        let slot = self.streams.get(stream as usize).ok_or_else(|| {
+            Error::Device(format!(
+                "{} has no stream {stream} (it has {STREAMS}).",
+                self.device
+            ))
+        })?;
+        if let Some(w) = slot.get() {
+            return Ok(w);
+        }
+        let w = Worker::spawn(self.device, stream)?;
+        Ok(slot.get_or_init(|| w))
+    }
+
+    fn started(&self) -> impl Iterator<Item = &Arc<Worker>> {
+        self.streams.iter().filter_map(|s| s.get())
+    }
+}
+
+impl Backend for Emulated {
+    fn allocator(&self) -> &CachingAllocator {
+        &self.allocator
+    }
+
+    fn new_stream(&self) -> Result<StreamId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = 1 + (n % (STREAMS - 1)) as StreamId;
+        self.worker(id)?;
+        Ok(id)
+    }
+
+    fn launch(&self, stream: StreamId, task: Task) -> Result<u64> {
+        Ok(self.worker(stream)?.push(Work::Kernel(Box::new(task))))
+    }
+
+    fn host_fn(
+        &self,
+        stream: StreamId,
+        op: &'static str,
+        site: &'static Location<'static>,
+        f: HostFn,
+    ) -> Result<u64> {
+        Ok(self.worker(stream)?.push(Work::Host { f, op, site }))
+    }
+
+    fn completed(&self, stream: StreamId) -> u64 {
+        self.streams
+            .get(stream as usize)
+            .and_then(|s| s.get())
+            .map_or(0, |w| w.completed())
+    }
+
+    fn submitted(&self, stream: StreamId) -> u64 {
+        self.streams
+            .get(stream as usize)
+            .and_then(|s| s.get())
+            .map_or(0, |w| w.submitted())
+    }
+
+    fn wait(&self, stream: StreamId, seq: u64) -> Result<()> {
+        let r = self.worker(stream)?.wait(seq);
+        self.reclaim(false);
+        r
+    }
+
+    fn stream_wait(&self, waiter: StreamId, on: StreamId, seq: u64) -> Result<()> {
+        if waiter == on {
+            return Ok(());
+        }
+        let on = Arc::clone(self.worker(on)?);
+        self.worker(waiter)?.push(Work::Wait { on, seq });
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let mut first = Ok(());
+        for w in self.started() {
+            let r = w.wait(w.submitted());
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        self.reclaim(false);
+        first
+    }
+
+    fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>) {
+        self.deferred.lock().push((buf, deps));
+    }
+
+    fn reclaim(&self, wait: bool) -> bool {
+        let ready: Vec<Buffer> = {
+            let mut list = self.deferred.lock();
+            if list.is_empty() {
+                return false;
+            }
+            if wait {
+                list.drain(..).map(|(b, _)| b).collect()
+            } else {
+                let mut ready = Vec::new();
+                let mut i = 0;
+                while i < list.len() {
+                    if list[i].1.iter().all(|&(s, seq)| self.completed(s) >= seq) {
+                        ready.push(list.swap_remove(i).0);
+                    } else {
+                        i += 1;
+                    }
+                }
+                ready
+            }
+        };
+        if wait {
+            // the deferred marks must complete before their blocks are reused
+            for w in self.started() {
+                w.wait_quiet_all();
+            }
+        }
+        let freed = !ready.is_empty();
+        drop(ready);
+        freed
+    }
+}

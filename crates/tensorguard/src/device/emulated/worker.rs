@@ -1,0 +1,197 @@
+//! One stream of an emulated device: a host thread that runs queued work in
+//! order, counts what it completed and keeps the first fault it raised.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
+
+use crate::device::backend::HostFn;
+use crate::device::exec::execute;
+use crate::device::kernel::Task;
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+
+pub(crate) enum Work {
+    Kernel(Box<Task>),
+    Host {
+        f: HostFn,
+        op: &'static str,
+        site: &'static Location<'static>,
+    },
+    /// Wait until `on` has completed `seq`.
+    Wait {
+        on: Arc<Worker>,
+        seq: u64,
+    },
+}
+
+struct Job {
+    seq: u64,
+    work: Work,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Job>,
+    submitted: u64,
+    fault: Option<Error>,
+}
+
+pub(crate) struct Worker {
+    device: Device,
+    stream: StreamId,
+    state: Mutex<State>,
+    completed: AtomicU64,
+    work: Condvar,
+    done: Condvar,
+}
+
+impl Worker {
+    pub(crate) fn spawn(device: Device, stream: StreamId) -> Result<Arc<Worker>> {
+        let w = Arc::new(Worker {
+            device,
+            stream,
+            state: Mutex::new(State::default()),
+            completed: AtomicU64::new(0),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let runner = Arc::clone(&w);
+        std::thread::Builder::new()
+            .name(format!("tensorguard-{device}-stream{stream}"))
+            .spawn(move || runner.run())
+            .map_err(|e| {
+                Error::Device(format!(
+                    "could not start the worker thread of {device} stream {stream}: {e}"
+                ))
+            })?;
+        Ok(w)
+    }
+
+    /// Queue `work`; returns its position.
+    pub(crate) fn push(&self, work: Work) -> u64 {
+        let mut st = self.state.lock();
+        st.submitted += 1;
+        let seq = st.submitted;
+        st.queue.push_back(Job { seq, work });
+        self.work.notify_one();
+        seq
+    }
+
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn submitted(&self) -> u64 {
+        self.state.lock().submitted
+    }
+
+    /// Block until position `seq` completed, without taking a fault.
+    fn wait_quiet(&self, seq: u64) {
+        let mut st = self.state.lock();
+        while self.completed() < seq {
+            self.done.wait(&mut st);
+        }
+    }
+
+    /// Block until position `seq` completed; return (and clear) a fault.
+    pub(crate) fn wait(&self, seq: u64) -> Result<()> {
+        let mut st = self.state.lock();
+        while self.completed() < seq {
+            self.done.wait(&mut st);
+        }
+        match st.fault.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn run(self: Arc<Self>) {
+        loop {
+            let job = {
+                let mut st = self.state.lock();
+                loop {
+                    if let Some(j) = st.queue.pop_front() {
+                        break j;
+                    }
+                    self.work.wait(&mut st);
+                }
+            };
+            let (op, site, result, task) = self.execute(job.work);
+            // operands are released before the position counts as completed,
+            // so whoever waits for it sees every storage the work freed
+            drop(task);
+            let mut st = self.state.lock();
+            if let Err(e) = result {
+                if st.fault.is_none() {
+                    st.fault = Some(Error::DeviceFault {
+                        device: self.device,
+                        stream: self.stream,
+                        op,
+                        location: site,
+                        message: e.to_string().trim_end_matches('.').to_string(),
+                    });
+                }
+            }
+            self.completed.store(job.seq, Ordering::Release);
+            self.done.notify_all();
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn execute(
+        &self,
+        work: Work,
+    ) -> (
+        &'static str,
+        &'static Location<'static>,
+        Result<()>,
+        Option<Box<Task>>,
+    ) {
+        match work {
+            Work::Kernel(task) => {
+                let (op, site) = (task.op, task.site);
+                let stream = self.stream;
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
+                    let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
+                    execute(&task.kernel, &outs, &ins, stream, task.site)
+                }));
+                (op, site, flatten(r), Some(task))
+            }
+            Work::Host { f, op, site } => {
+                (op, site, flatten(catch_unwind(AssertUnwindSafe(f))), None)
+            }
+            Work::Wait { on, seq } => {
+                on.wait_quiet(seq);
+                ("wait_stream", Location::caller(), Ok(()), None)
+            }
+        }
+    }
+}
+
+fn flatten(r: std::thread::Result<Result<()>>) -> Result<()> {
+    match r {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a kernel panicked".to_string());
+            Err(Error::Device(format!("the kernel panicked: {msg}")))
+        }
+    }
+}
+
+impl Worker {
+    /// Block until everything queued so far completed (faults stay).
+    pub(crate) fn wait_quiet_all(&self) {
+        let seq = self.submitted();
+        self.wait_quiet(seq);
+    }
+}

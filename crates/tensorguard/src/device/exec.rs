@@ -1,0 +1,236 @@
+//! The executor: locks, staging and the kernel call of one launch.
+
+use std::panic::Location;
+
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+use smallvec::SmallVec;
+
+use super::cpu;
+use super::kernel::{Arg, KIn, KOut, Kernel};
+use super::StreamId;
+use crate::error::{Error, Result};
+use crate::memory::Buffer;
+use crate::shape::Layout;
+
+enum Guard<'a> {
+    R(RwLockReadGuard<'a, Buffer>),
+    W(RwLockWriteGuard<'a, Buffer>),
+}
+
+impl Guard<'_> {
+    fn buf(&self) -> &Buffer {
+        match self {
+            Guard::R(g) => g,
+            Guard::W(g) => g,
+        }
+    }
+}
+
+fn internal(what: &str) -> Error {
+    Error::invalid("launch", format!("internal error: {what}"))
+}
+
+/// Run `kernel` with the storages of `outs` write-locked and those of `ins`
+/// read-locked, in storage-id order, one lock per storage. Inputs whose
+/// dtype differs from what the kernel reads, or that share storage with an
+/// output, are staged into temporaries under the same locks; outputs whose
+/// dtype differs from what the kernel produces are written through a
+/// temporary and cast. Runs on the calling thread: the caller is the host
+/// for the cpu, a stream worker for an asynchronous device.
+pub(crate) fn execute(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+    stream: StreamId,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    // 1. the lock set, sorted by storage id, write wins
+    let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
+    let entries = outs
+        .iter()
+        .map(|o| (o, true))
+        .chain(ins.iter().map(|i| (i, false)));
+    let mut owners: SmallVec<[&Arg<'_>; 6]> = SmallVec::new();
+    for (t, write) in entries {
+        let id = t.storage.id();
+        match set.iter_mut().find(|e| e.0 == id) {
+            Some(e) => e.2 |= write,
+            None => {
+                set.push((id, owners.len(), write));
+                owners.push(t);
+            }
+        }
+    }
+    set.sort_unstable_by_key(|e| e.0);
+    // 2. lock in order
+    let mut guards: SmallVec<[(u64, Guard<'_>); 6]> = SmallVec::new();
+    for &(id, owner, write) in &set {
+        let data = &owners[owner].storage.data;
+        guards.push((
+            id,
+            if write {
+                Guard::W(data.write())
+            } else {
+                Guard::R(data.read())
+            },
+        ));
+    }
+    let find = |id: u64| guards.iter().position(|g| g.0 == id).unwrap_or(0);
+    let out_ids: SmallVec<[u64; 2]> = outs.iter().map(|o| o.storage.id()).collect();
+
+    // An elementwise in-place op reads its first input from the output
+    // itself when it is exactly the output (`a.add_(b)`), without staging.
+    let self_first = kernel.reads_output_in_place()
+        && outs.len() == 1
+        && outs[0].tdtype == outs[0].want
+        && ins.first().is_some_and(|i| {
+            i.storage.id() == out_ids[0]
+                && i.tdtype == i.want
+                && i.want == outs[0].want
+                && i.layout == outs[0].layout
+        });
+
+    // 3. stage inputs that need a cast or alias an output (rare: kept in a
+    // Vec that stays unallocated on the common path)
+    let mut staged: Vec<(usize, Buffer, Layout)> = Vec::new();
+    for (n, i) in ins.iter().enumerate() {
+        let id = i.storage.id();
+        if self_first && n == 0 {
+            continue;
+        }
+        if i.tdtype != i.want || out_ids.contains(&id) {
+            let src = KIn {
+                buf: guards[find(id)].1.buf(),
+                layout: i.layout,
+                dtype: i.tdtype,
+            };
+            let layout = Layout::contiguous(&i.layout.shape);
+            let mut buf = Buffer::new_on(
+                i.storage.device(),
+                stream,
+                layout.numel() * i.want.size_in_bytes(),
+                site,
+            )?;
+            let mut dst = [KOut {
+                buf: &mut buf,
+                layout: &layout,
+                dtype: i.want,
+            }];
+            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
+            staged.push((n, buf, layout));
+        }
+    }
+    // temporaries for outputs produced in another dtype
+    let mut out_tmp: Vec<(usize, Buffer, Layout)> = Vec::new();
+    for (k, o) in outs.iter().enumerate() {
+        if o.tdtype != o.want {
+            let buf = Buffer::new_on(
+                o.storage.device(),
+                stream,
+                o.layout.numel() * o.want.size_in_bytes(),
+                site,
+            )?;
+            out_tmp.push((k, buf, Layout::contiguous(&o.layout.shape)));
+        }
+    }
+
+    // 4. split the guards into the kernel's views
+    type Slot<'g> = (u64, Option<&'g mut Buffer>, Option<&'g Buffer>);
+    let mut slots: SmallVec<[Slot<'_>; 6]> = guards
+        .iter_mut()
+        .map(|(id, g)| match g {
+            Guard::W(w) => (*id, Some(&mut **w), None),
+            Guard::R(r) => (*id, None, Some(&**r)),
+        })
+        .collect();
+    // the layout each input is read with: its own, or its staged copy's,
+    // broadcast to the kernel's shape when needed
+    let bases: SmallVec<[(&Buffer, &Layout); 3]> = ins
+        .iter()
+        .enumerate()
+        .skip(usize::from(self_first))
+        .map(|(n, i)| match staged.iter().find(|s| s.0 == n) {
+            Some((_, b, l)) => Ok((b, l)),
+            None => {
+                let id = i.storage.id();
+                match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
+                    Some(b) => Ok((b, i.layout)),
+                    None => Err(internal("an input storage is not locked for reading")),
+                }
+            }
+        })
+        .collect::<Result<_>>()?;
+    let bcast: SmallVec<[Option<Layout>; 3]> = ins
+        .iter()
+        .skip(usize::from(self_first))
+        .zip(&bases)
+        .map(|(i, (_, l))| match i.bshape {
+            Some(s) if s != l.shape.as_slice() => Some(l.broadcast_to(s)),
+            _ => None,
+        })
+        .collect();
+    let kins: SmallVec<[KIn<'_>; 3]> = ins
+        .iter()
+        .skip(usize::from(self_first))
+        .zip(bases.iter().zip(&bcast))
+        .map(|(i, ((buf, l), b))| KIn {
+            buf,
+            layout: b.as_ref().unwrap_or(l),
+            dtype: i.want,
+        })
+        .collect();
+    let mut kouts: SmallVec<[KOut<'_>; 2]> = SmallVec::new();
+    let mut tmps = out_tmp.iter_mut().peekable();
+    for (k, o) in outs.iter().enumerate() {
+        match tmps.next_if(|t| t.0 == k) {
+            Some((_, b, l)) => kouts.push(KOut {
+                buf: b,
+                layout: l,
+                dtype: o.want,
+            }),
+            None => {
+                let id = o.storage.id();
+                match slots
+                    .iter_mut()
+                    .find(|s| s.0 == id)
+                    .and_then(|s| s.1.take())
+                {
+                    Some(b) => kouts.push(KOut {
+                        buf: b,
+                        layout: o.layout,
+                        dtype: o.want,
+                    }),
+                    None => return Err(internal("two outputs of one op share a storage")),
+                }
+            }
+        }
+    }
+
+    // 5. run, then cast staged outputs into place
+    cpu::run(kernel, &mut kouts, &kins, self_first)?;
+    drop(kins);
+    drop(kouts);
+    drop(tmps);
+    for (k, buf, layout) in &out_tmp {
+        let o = &outs[*k];
+        let id = o.storage.id();
+        if let Some(dst) = slots
+            .iter_mut()
+            .find(|s| s.0 == id)
+            .and_then(|s| s.1.take())
+        {
+            let mut dst = [KOut {
+                buf: dst,
+                layout: o.layout,
+                dtype: o.tdtype,
+            }];
+            let src = KIn {
+                buf,
+                layout,
+                dtype: o.want,
+            };
+            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! Kernels as data: what a device runs, described so that one description
+//! runs inline on the cpu, on an emulated stream worker, or (later) as a CUDA
+//! launch. Ops build these; backends execute them.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::dtype::{DType, Scalar};
+use crate::memory::Buffer;
+use crate::shape::{Dims, Layout};
+use crate::tensor::Storage;
+
+/// What a kernel computes. Kernels are data, so one description runs inline
+/// on the cpu or, later, on a device stream.
+#[derive(Clone, Debug)]
+pub(crate) enum Kernel {
+    /// out = cast(in0), broadcast to out's shape.
+    Copy,
+    /// out = value.
+    Fill(Scalar),
+    /// out = f(in0).
+    Unary(UnaryOp),
+    /// out = f(in0, in1); comparisons write bool.
+    Binary(BinaryOp),
+    /// out = f(in0, s) or f(s, in0) when `reversed`.
+    BinaryScalar {
+        op: BinaryOp,
+        scalar: Scalar,
+        reversed: bool,
+    },
+    /// out = clamp(in0, min, max).
+    Clamp {
+        min: Option<Scalar>,
+        max: Option<Scalar>,
+    },
+    /// out = in0 ? in1 : in2.
+    Where,
+    /// out = in1 ? value : in0.
+    MaskedFill(Scalar),
+    /// Reduce `dims` of in0 into out (shape with kept size-1 dims).
+    Reduce {
+        op: ReduceOp,
+        dims: SmallVec<[usize; 6]>,
+    },
+    /// (values, indices) of the max/min along `dim` (out shape keeps it as 1).
+    ReduceWithIndex { max: bool, dim: usize },
+    /// softmax / log_softmax along `dim`.
+    Softmax { dim: usize, log: bool },
+    /// Batched matrix product; in0 [.., m, k], in1 [.., k, n], out [.., m, n]
+    /// with batch dims already broadcast.
+    Matmul,
+    /// out = in0.index_select(dim, in1).
+    IndexSelect { dim: usize },
+    /// out = in0.gather(dim, in1).
+    Gather { dim: usize },
+    /// out = cat(ins, dim).
+    Cat { dim: usize },
+}
+
+impl Kernel {
+    /// The op's name, for errors and faults.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Kernel::Copy => "copy_",
+            Kernel::Fill(_) => "fill_",
+            Kernel::Unary(op) => op.name(),
+            Kernel::Binary(op) | Kernel::BinaryScalar { op, .. } => op.name(),
+            Kernel::Clamp { .. } => "clamp",
+            Kernel::Where => "where",
+            Kernel::MaskedFill(_) => "masked_fill",
+            Kernel::Reduce { op, .. } => op.name(),
+            Kernel::ReduceWithIndex { max: true, .. } => "max",
+            Kernel::ReduceWithIndex { max: false, .. } => "min",
+            Kernel::Softmax { log: true, .. } => "log_softmax",
+            Kernel::Softmax { log: false, .. } => "softmax",
+            Kernel::Matmul => "matmul",
+            Kernel::IndexSelect { .. } => "index_select",
+            Kernel::Gather { .. } => "gather",
+            Kernel::Cat { .. } => "cat",
+        }
+    }
+
+    /// Kernels that can read their first input from their output.
+    pub(crate) fn reads_output_in_place(&self) -> bool {
+        matches!(
+            self,
+            Kernel::Unary(_)
+                | Kernel::Binary(_)
+                | Kernel::BinaryScalar { .. }
+                | Kernel::Clamp { .. }
+                | Kernel::MaskedFill(_)
+        )
+    }
+}
+
+/// Elementwise functions of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnaryOp {
+    Neg,
+    Abs,
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    Sigmoid,
+    Tanh,
+}
+
+impl UnaryOp {
+    /// Ops whose result is always floating (ints are promoted).
+    pub(crate) fn is_float_only(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Sigmoid | UnaryOp::Tanh
+        )
+    }
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+        }
+    }
+}
+
+/// Elementwise functions of two operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub(crate) fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+}
+
+/// What a reduction computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ReduceOp {
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+    Var { correction: f64 },
+    Std { correction: f64 },
+}
+
+impl ReduceOp {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+            ReduceOp::Var { .. } => "var",
+            ReduceOp::Std { .. } => "std",
+        }
+    }
+}
+
+/// A kernel's view of one input.
+pub(crate) struct KIn<'a> {
+    pub buf: &'a Buffer,
+    pub layout: &'a Layout,
+    pub dtype: DType,
+}
+
+/// A kernel's view of one output.
+pub(crate) struct KOut<'a> {
+    pub buf: &'a mut Buffer,
+    pub layout: &'a Layout,
+    pub dtype: DType,
+}
+
+/// One operand of an execution: where it is, how it is laid out, its dtype,
+/// the dtype the kernel wants and the shape it is broadcast to.
+pub(crate) struct Arg<'a> {
+    pub storage: &'a Storage,
+    pub layout: &'a Layout,
+    pub tdtype: DType,
+    pub want: DType,
+    pub bshape: Option<&'a [usize]>,
+}
+
+/// An operand owned by a queued task.
+pub(crate) struct OwnedArg {
+    pub storage: Arc<Storage>,
+    pub layout: Layout,
+    pub tdtype: DType,
+    pub want: DType,
+    pub bshape: Option<Dims>,
+}
+
+impl OwnedArg {
+    pub(crate) fn as_arg(&self) -> Arg<'_> {
+        Arg {
+            storage: &self.storage,
+            layout: &self.layout,
+            tdtype: self.tdtype,
+            want: self.want,
+            bshape: self.bshape.as_deref(),
+        }
+    }
+}
+
+/// A kernel launch queued on a stream: the kernel and its owned operands.
+pub(crate) struct Task {
+    pub kernel: Kernel,
+    pub outs: SmallVec<[OwnedArg; 2]>,
+    pub ins: SmallVec<[OwnedArg; 3]>,
+    pub op: &'static str,
+    pub site: &'static Location<'static>,
+}
