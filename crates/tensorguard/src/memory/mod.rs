@@ -198,3 +198,45 @@ pub fn summary(device: &Device) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Run `step(batch)` and, when it fails with [`Error::OutOfMemory`], free
+/// the allocator's cache of `device` and retry with half the batch, until
+/// it succeeds or the batch cannot shrink further (then the last OOM is
+/// returned). Returns the result and the batch size that worked. Tensors the
+/// failed attempt created are dropped before the retry, so their memory is
+/// free again.
+///
+/// ```
+/// use tensorguard::{memory, DType, Device, Tensor};
+/// let dev = Device::Cpu;
+/// let (sum, batch) = memory::with_oom_backoff(&dev, 64, |b| {
+///     Tensor::ones([b, 8], DType::F32, &dev)?.sum()?.item::<f32>()
+/// })
+/// .unwrap();
+/// assert_eq!((sum, batch), (512.0, 64));
+/// ```
+pub fn with_oom_backoff<T>(
+    device: &Device,
+    batch: usize,
+    mut step: impl FnMut(usize) -> Result<T>,
+) -> Result<(T, usize)> {
+    let mut batch = batch.max(1);
+    loop {
+        match step(batch) {
+            Err(Error::OutOfMemory(report)) => {
+                if batch == 1 {
+                    return Err(Error::OutOfMemory(report));
+                }
+                log::warn!(
+                    "out of memory on {device} with batch size {batch}; retrying with {}",
+                    batch / 2
+                );
+                // let queued work finish so its memory comes back, then drop the cache
+                crate::device::synchronize(device)?;
+                empty_cache(device);
+                batch /= 2;
+            }
+            other => return other.map(|v| (v, batch)),
+        }
+    }
+}
