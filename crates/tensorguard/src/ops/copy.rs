@@ -3,7 +3,7 @@
 use std::panic::Location;
 
 use super::elementwise::check_inplace_target;
-use super::{check_device, launch, In, Kernel, Out};
+use super::{launch, In, Kernel, Out};
 use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
@@ -101,11 +101,19 @@ impl Tensor {
     }
 
     /// Copy `src` into `self` in place, broadcasting `src` to `self`'s shape
-    /// and casting to `self`'s dtype (any dtype converts, as in PyTorch).
+    /// and casting to `self`'s dtype (any dtype converts, as in PyTorch). A
+    /// source on another device is copied over first.
     #[track_caller]
     pub fn copy_(&self, src: &Tensor) -> Result<&Tensor> {
         let site = Location::caller();
-        check_device("copy_", self, &[("src", src)])?;
+        // across devices: bring the source over first (a blocking copy)
+        let moved;
+        let src = if src.device() != self.device() {
+            moved = src.to(&self.device())?;
+            &moved
+        } else {
+            src
+        };
         let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
         check_inplace_target("copy_", self, self.dtype(), &shape, &[("src", src)])?;
         launch(

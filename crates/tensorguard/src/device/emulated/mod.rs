@@ -137,6 +137,8 @@ impl Backend for Emulated {
     }
 
     fn reclaim(&self, wait: bool) -> bool {
+        // a worker waiting for streams could wait for itself
+        let wait = wait && !worker::on_worker();
         let ready: Vec<Buffer> = {
             let mut list = self.deferred.lock();
             if list.is_empty() {

@@ -15,6 +15,16 @@ use crate::device::kernel::Task;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 
+thread_local! {
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on a stream worker thread: it must never block on stream progress
+/// (its own stream cannot advance while it waits).
+pub(crate) fn on_worker() -> bool {
+    ON_WORKER.with(|w| w.get())
+}
+
 pub(crate) enum Work {
     Kernel(Box<Task>),
     Host {
@@ -111,6 +121,7 @@ impl Worker {
     }
 
     fn run(self: Arc<Self>) {
+        ON_WORKER.with(|w| w.set(true));
         loop {
             let job = {
                 let mut st = self.state.lock();
