@@ -5,6 +5,10 @@ Reads criterion's medians from target/criterion (run
 `cargo bench -p tensorguard --bench core` first) and, with --pytorch, runs
 benches/peers/pytorch_bench.py in the same session (needs `pip install torch
 numpy`; never needed to build or test tensorguard).
+
+A second section prints the device-runtime ratios when the results of
+`cargo bench -p tensorguard --bench device` exist. Each section is skipped,
+with a note, when its results are missing.
 """
 import argparse
 import json
@@ -23,11 +27,67 @@ def median(group, name):
         return json.load(f)["median"]["point_estimate"] * 1e-9  # seconds
 
 
+def have(group, names):
+    return all(os.path.exists(os.path.join(CRIT, group, n, "new", "estimates.json")) for n in names)
+
+
+def fmt_time(s):
+    if s < 1e-6:
+        return f"{s * 1e9:.1f} ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} us"
+    return f"{s * 1e3:.3f} ms"
+
+
+def device_section():
+    """Ratios of benches/device.rs (issue "Device runtime")."""
+    print()
+    print("device runtime (benches/device.rs)")
+    need = {
+        "alloc": ["cached_pair", "uncached", "cached_pair_emu"],
+        "dispatch": ["tiny_add_cpu", "tiny_add_emu", "tiny_add_cpu_item", "tiny_add_emu_item"],
+        "alloc_threads": ["one_thread", "two_threads"],
+    }
+    missing = [f"{g}/{n}" for g, ns in need.items() for n in ns if not have(g, [n])]
+    if missing:
+        print(f"  skipped: no results for {', '.join(missing)}; run "
+              "`cargo bench -p tensorguard --bench device -- --noplot` first")
+        return
+    m = {f"{g}/{n}": median(g, n) for g, ns in need.items() for n in ns}
+    rows = []
+    cp, un = m["alloc/cached_pair"], m["alloc/uncached"]
+    hit = "meets" if cp < 100e-9 else "MISSES"
+    rows.append(("cached 1 KiB alloc+free, cpu", cp, f"{un / cp:.1f}x faster than uncached; {hit} the < 100 ns aim"))
+    rows.append(("uncached (fresh 2 MiB segment)", un, "reference: empty_cache after each free"))
+    ce = m["alloc/cached_pair_emu"]
+    rows.append(("cached 1 KiB alloc+free, emu:0", ce, f"{ce / cp:.2f}x cpu's; {'meets' if ce < 100e-9 else 'MISSES'} the < 100 ns aim"))
+    dc, de = m["dispatch/tiny_add_cpu"], m["dispatch/tiny_add_emu"]
+    rows.append(("1-elem add, cpu", dc, "reference"))
+    rows.append(("1-elem add enqueue, emu:0", de, f"{de / dc:.2f}x cpu (overhead {fmt_time(de - dc)}/op)"))
+    ic, ie = m["dispatch/tiny_add_cpu_item"], m["dispatch/tiny_add_emu_item"]
+    rows.append(("1-elem add + item(), cpu", ic, "reference"))
+    rows.append(("1-elem add + item(), emu:0", ie, f"{ie / ic:.2f}x cpu (round trip)"))
+    t1, t2 = m["alloc_threads/one_thread"], m["alloc_threads/two_threads"]
+    rows.append(("alloc+free per pair, 1 thread", t1, "reference"))
+    rows.append(("alloc+free per pair, 2 threads", t2, f"{t2 / t1:.2f}x 1-thread time per pair = {t1 / t2:.2f}x throughput"))
+    print(f"  {'benchmark':<34} {'median':>11}  ratio")
+    for name, s, note in rows:
+        print(f"  {name:<34} {fmt_time(s):>11}  {note}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pytorch", action="store_true", help="also run the PyTorch peer bench now")
     args = ap.parse_args()
 
+    if have("bw16M", ["memcpy_parallel"]):
+        core_section(args)
+    else:
+        print("core benchmarks: skipped: no results; run `cargo bench -p tensorguard --bench core` first")
+    device_section()
+
+
+def core_section(args):
     n = 16 * 1024 * 1024
     memcpy = median("bw16M", "memcpy_parallel")
     memcpy1 = median("bw16M", "memcpy_single")

@@ -1,0 +1,129 @@
+//! Device-runtime benchmarks, each next to its reference measured in the same
+//! run (issue "Device runtime"): a cached allocate+free pair vs an uncached
+//! one, op dispatch on the emulated device vs cpu, and allocator throughput
+//! under 2 threads vs 1. `python3 scripts/bench_report.py` prints the ratios.
+//!
+//! The public API has no raw allocator, so allocation is measured through
+//! `Tensor::empty` (which only allocates; it launches no kernel on any device)
+//! of 256 f32 = 1 KiB, a block of the small pool.
+//!
+//! Run: `cargo bench -p tensorguard --bench device -- --noplot` (about 40 s of measuring).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use tensorguard::{device, memory, DType, Device, Tensor};
+
+/// 256 f32 = 1 KiB.
+const N1K: usize = 256;
+
+fn alloc(c: &mut Criterion) {
+    let cpu = Device::Cpu;
+    let emu = Device::Emulated(0);
+    let mut g = c.benchmark_group("alloc");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    // warm the cache: the first allocation creates the segment
+    drop(Tensor::empty([N1K], DType::F32, &cpu).unwrap());
+    g.bench_function("cached_pair", |b| {
+        b.iter(|| drop(black_box(Tensor::empty([N1K], DType::F32, &cpu).unwrap())))
+    });
+    // The reference: the same request with nothing cached, so each one gets
+    // a fresh segment from the system. `empty_cache` after the drop returns
+    // the (now fully free) 2 MiB small-pool segment, so every iteration pays
+    // for a fresh segment (`alloc_zeroed` of 2 MiB, which zeroes / touches
+    // its pages) plus releasing it again: this measures "first allocation"
+    // cost, not just the cache miss bookkeeping.
+    g.bench_function("uncached", |b| {
+        b.iter(|| {
+            drop(black_box(Tensor::empty([N1K], DType::F32, &cpu).unwrap()));
+            memory::empty_cache(&cpu);
+        })
+    });
+    // On emu, creation is asynchronous only for filled tensors; `empty` just
+    // allocates from emu:0's own caching allocator.
+    device::synchronize(&emu).unwrap();
+    drop(Tensor::empty([N1K], DType::F32, &emu).unwrap());
+    g.bench_function("cached_pair_emu", |b| {
+        b.iter(|| drop(black_box(Tensor::empty([N1K], DType::F32, &emu).unwrap())))
+    });
+    g.finish();
+}
+
+fn dispatch(c: &mut Criterion) {
+    let cpu = Device::Cpu;
+    let emu = Device::Emulated(0);
+    let mut g = c.benchmark_group("dispatch");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+
+    let a = Tensor::ones([1], DType::F32, &cpu).unwrap();
+    let b1 = Tensor::ones([1], DType::F32, &cpu).unwrap();
+    // cpu is synchronous: the add has run when it returns
+    g.bench_function("tiny_add_cpu", |b| {
+        b.iter(|| black_box(a.add(&b1).unwrap()))
+    });
+    g.bench_function("tiny_add_cpu_item", |b| {
+        b.iter(|| black_box(a.add(&b1).unwrap().item::<f32>().unwrap()))
+    });
+
+    let ea = Tensor::ones([1], DType::F32, &emu).unwrap();
+    let eb = Tensor::ones([1], DType::F32, &emu).unwrap();
+    device::synchronize(&emu).unwrap();
+    // Enqueue cost: `iters` adds queued back to back, then one synchronize
+    // per criterion batch, so the per-add time is the enqueue cost plus the
+    // sync amortised over the batch (the device worker runs the kernels
+    // concurrently on the other core meanwhile).
+    g.bench_function("tiny_add_emu", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                black_box(ea.add(&eb).unwrap());
+            }
+            device::synchronize(&emu).unwrap();
+            start.elapsed()
+        })
+    });
+    // Round trip: enqueue, then wait for the result on the host.
+    g.bench_function("tiny_add_emu_item", |b| {
+        b.iter(|| black_box(ea.add(&eb).unwrap().item::<f32>().unwrap()))
+    });
+    g.finish();
+}
+
+/// Time for `iters` create+drop pairs of 1 KiB cpu tensors split over
+/// `threads` threads, all hammering the cpu allocator at once. Returns the
+/// wall time, so criterion reports wall time per pair (total throughput).
+fn hammer(iters: u64, threads: u64) -> Duration {
+    let cpu = Device::Cpu;
+    let per = iters.div_ceil(threads);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..per {
+                    drop(black_box(Tensor::empty([N1K], DType::F32, &cpu).unwrap()));
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn alloc_threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("alloc_threads");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    drop(Tensor::empty([N1K], DType::F32, &Device::Cpu).unwrap());
+    // both go through `thread::scope`, so the spawn cost is in both
+    g.bench_function("one_thread", |b| b.iter_custom(|iters| hammer(iters, 1)));
+    g.bench_function("two_threads", |b| b.iter_custom(|iters| hammer(iters, 2)));
+    g.finish();
+}
+
+criterion_group!(benches, alloc, dispatch, alloc_threads);
+criterion_main!(benches);
