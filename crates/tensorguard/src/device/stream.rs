@@ -277,8 +277,11 @@ impl Event {
                 format!("the {what} event has no time: create both events with `Event::new(true)`, record them, and synchronize the end event first."),
             )
         };
-        let (Some(a), Some(b)) = (*self.0.time.lock(), *end.0.time.lock()) else {
-            return Err(not_ready(if self.0.time.lock().is_none() {
+        // one lock at a time: `end` may be `self` (the lock is not reentrant)
+        let start_time = *self.0.time.lock();
+        let end_time = *end.0.time.lock();
+        let (Some(a), Some(b)) = (start_time, end_time) else {
+            return Err(not_ready(if start_time.is_none() {
                 "start"
             } else {
                 "end"

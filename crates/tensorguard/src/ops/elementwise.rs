@@ -415,7 +415,7 @@ impl Tensor {
             (_, Some(t)) => t,
             _ => return Err(Error::invalid("where", "internal error: missing operand")),
         };
-        check_device("where", cond, &[("x", xt), ("y", yt)])?;
+        check_device("where", cond, &[("x", xt), ("y", yt)], site)?;
         let shape = broadcast_shapes("where", cond.shape(), xt.shape())?;
         let shape = broadcast_shapes("where", &shape, yt.shape())?;
         let out = Tensor::uninit(&shape, dtype, &dev, site)?;

@@ -37,57 +37,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
-        let site = Location::caller();
-        let parts: Vec<&Tensor> = tensors
-            .iter()
-            .copied()
-            .filter(|t| !(t.ndim() == 1 && t.numel() == 0))
-            .collect();
-        let Some(first) = parts.first().copied().or(tensors.first().copied()) else {
-            return Err(Error::invalid(
-                "cat",
-                "expected a non-empty list of tensors.",
-            ));
-        };
-        if parts.is_empty() {
-            return first.clone();
-        }
-        let others: Vec<(&'static str, &Tensor)> = parts.iter().map(|t| ("tensors", *t)).collect();
-        check_device("cat", first, &others)?;
-        if first.ndim() == 0 {
-            return Err(Error::invalid("cat", "zero-dimensional tensors cannot be concatenated. Use `stack` or `unsqueeze(0)` first."));
-        }
-        let d = norm_dim("cat", dim, first.ndim())?;
-        let mut shape: Dims = first.shape().into();
-        shape[d] = 0;
-        for t in &parts {
-            let ok = t.ndim() == first.ndim()
-                && (0..t.ndim()).all(|i| i == d || t.shape()[i] == first.shape()[i]);
-            if !ok {
-                return Err(Error::ShapeMismatch {
-                    op: "cat",
-                    lhs: first.shape().to_vec(),
-                    rhs: t.shape().to_vec(),
-                    hint: format!("all tensors must have the same shape except in the concatenated dimension {d}."),
-                });
-            }
-            shape[d] += t.shape()[d];
-        }
-        let promote: Vec<PromoteArg> = parts
-            .iter()
-            .map(|t| PromoteArg::Tensor(t.dtype()))
-            .collect();
-        let dtype = result_type(&promote);
-        let out = Tensor::uninit(&shape, dtype, &first.device(), site)?;
-        let ins: Vec<In<'_>> = parts.iter().map(|t| In::new(t, dtype)).collect();
-        launch(
-            &Kernel::Cat { dim: d },
-            &[Out { t: &out, dtype }],
-            &ins,
-            false,
-            site,
-        )?;
-        Ok(out)
+        cat_impl("cat", tensors, dim, Location::caller())
     }
 
     /// Stack tensors of one shape along a new dimension `dim`.
@@ -115,7 +65,7 @@ impl Tensor {
             .map(|t| t.unsqueeze(d))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Tensor> = views.iter().collect();
-        Tensor::cat(&refs, d)
+        cat_impl("stack", &refs, d, Location::caller())
     }
 
     /// Split into `chunks` views of equal size along `dim` (the last may be
@@ -178,7 +128,7 @@ impl Tensor {
     #[track_caller]
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let site = Location::caller();
-        check_device("index_select", self, &[("index", index)])?;
+        check_device("index_select", self, &[("index", index)], site)?;
         index_dtype("index_select", index)?;
         if index.ndim() > 1 {
             return Err(Error::invalid(
@@ -211,7 +161,7 @@ impl Tensor {
     #[track_caller]
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let site = Location::caller();
-        check_device("gather", self, &[("index", index)])?;
+        check_device("gather", self, &[("index", index)], site)?;
         index_dtype("gather", index)?;
         let d = self.dim_for("gather", dim)?;
         let ok = index.ndim() == self.ndim()
@@ -255,6 +205,64 @@ impl Tensor {
     }
 }
 
+fn cat_impl(
+    op: &'static str,
+    tensors: &[&Tensor],
+    dim: isize,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let parts: Vec<&Tensor> = tensors
+        .iter()
+        .copied()
+        .filter(|t| !(t.ndim() == 1 && t.numel() == 0))
+        .collect();
+    let Some(first) = parts.first().copied().or(tensors.first().copied()) else {
+        return Err(Error::invalid(op, "expected a non-empty list of tensors."));
+    };
+    if parts.is_empty() {
+        return first.clone();
+    }
+    let others: Vec<(&'static str, &Tensor)> = parts.iter().map(|t| ("tensors", *t)).collect();
+    check_device(op, first, &others, site)?;
+    if first.ndim() == 0 {
+        return Err(Error::invalid(
+            op,
+            "zero-dimensional tensors cannot be concatenated. Use `stack` or `unsqueeze(0)` first.",
+        ));
+    }
+    let d = norm_dim(op, dim, first.ndim())?;
+    let mut shape: Dims = first.shape().into();
+    shape[d] = 0;
+    for t in &parts {
+        let ok = t.ndim() == first.ndim()
+            && (0..t.ndim()).all(|i| i == d || t.shape()[i] == first.shape()[i]);
+        if !ok {
+            return Err(Error::ShapeMismatch {
+                    op,
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                    hint: format!("all tensors must have the same shape except in the concatenated dimension {d}."),
+                });
+        }
+        shape[d] += t.shape()[d];
+    }
+    let promote: Vec<PromoteArg> = parts
+        .iter()
+        .map(|t| PromoteArg::Tensor(t.dtype()))
+        .collect();
+    let dtype = result_type(&promote);
+    let out = Tensor::uninit(&shape, dtype, &first.device(), site)?;
+    let ins: Vec<In<'_>> = parts.iter().map(|t| In::new(t, dtype)).collect();
+    launch(
+        &Kernel::Cat { dim: d },
+        &[Out { t: &out, dtype }],
+        &ins,
+        false,
+        site,
+    )?;
+    Ok(out)
+}
+
 fn masked_fill_impl(
     t: &Tensor,
     out: &Tensor,
@@ -263,7 +271,7 @@ fn masked_fill_impl(
     inplace: bool,
     site: &'static Location<'static>,
 ) -> Result<()> {
-    check_device("masked_fill", t, &[("mask", mask)])?;
+    check_device("masked_fill", t, &[("mask", mask)], site)?;
     if mask.dtype() != DType::Bool {
         return Err(Error::DTypeMismatch {
             op: "masked_fill",

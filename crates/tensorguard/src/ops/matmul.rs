@@ -66,7 +66,7 @@ fn matmul_impl(
     b: &Tensor,
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
-    check_device(op, a, &[("other", b)])?;
+    check_device(op, a, &[("other", b)], site)?;
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op,

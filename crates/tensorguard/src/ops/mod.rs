@@ -175,12 +175,13 @@ pub(crate) fn check_inplace(
     Ok(())
 }
 
-/// Every tensor argument must be on `dev`.
-#[track_caller]
+/// Every tensor argument must be on the device of `first`; `site` is the
+/// user's call site, reported in the error.
 pub(crate) fn check_device(
     op: &'static str,
     first: &Tensor,
     others: &[(&'static str, &Tensor)],
+    site: &'static Location<'static>,
 ) -> Result<()> {
     let expected = first.device();
     for (arg, t) in others {
@@ -190,7 +191,7 @@ pub(crate) fn check_device(
                 arg,
                 expected,
                 found: t.device(),
-                location: Location::caller(),
+                location: site,
             });
         }
     }

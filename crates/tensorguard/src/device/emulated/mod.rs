@@ -139,33 +139,32 @@ impl Backend for Emulated {
     fn reclaim(&self, wait: bool) -> bool {
         // a worker waiting for streams could wait for itself
         let wait = wait && !worker::on_worker();
-        let ready: Vec<Buffer> = {
-            let mut list = self.deferred.lock();
-            if list.is_empty() {
-                return false;
-            }
-            if wait {
-                list.drain(..).map(|(b, _)| b).collect()
-            } else {
-                let mut ready = Vec::new();
-                let mut i = 0;
-                while i < list.len() {
-                    if list[i].1.iter().all(|&(s, seq)| self.completed(s) >= seq) {
-                        ready.push(list.swap_remove(i).0);
-                    } else {
-                        i += 1;
-                    }
-                }
-                ready
-            }
-        };
+        let mut progressed = false;
         if wait {
-            // the deferred marks must complete before their blocks are reused
+            // Queued work holds the storages it uses: once it has run, the
+            // tensors the program already dropped give their blocks back, and
+            // every deferred mark below has completed.
             for w in self.started() {
-                w.wait_quiet_all();
+                if w.completed() < w.submitted() {
+                    progressed = true;
+                    w.wait_quiet_all();
+                }
             }
         }
-        let freed = !ready.is_empty();
+        let ready: Vec<Buffer> = {
+            let mut list = self.deferred.lock();
+            let mut ready = Vec::new();
+            let mut i = 0;
+            while i < list.len() {
+                if list[i].1.iter().all(|&(s, seq)| self.completed(s) >= seq) {
+                    ready.push(list.swap_remove(i).0);
+                } else {
+                    i += 1;
+                }
+            }
+            ready
+        };
+        let freed = progressed || !ready.is_empty();
         drop(ready);
         freed
     }
