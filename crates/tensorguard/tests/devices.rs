@@ -7,7 +7,8 @@
 //! so each test owns the ones it uses and can check that it leaves no live
 //! device memory behind.
 
-use std::sync::Once;
+mod common;
+use common::assert_no_live_memory;
 
 use tensorguard::device::{self, EmulatedConfig, Stream};
 use tensorguard::{memory, DType, Device, DeviceKind, Error, Result, Tensor};
@@ -15,23 +16,7 @@ use tensorguard::{memory, DType, Device, DeviceKind, Error, Result, Tensor};
 const EMU_COUNT: usize = 16;
 
 fn setup() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(EMU_COUNT, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-}
-
-/// Synchronize `dev` and check that no tensor memory is left on it.
-#[track_caller]
-fn assert_no_live_memory(dev: &Device) {
-    device::synchronize(dev).expect("synchronize");
-    assert_eq!(
-        memory::allocated(dev),
-        0,
-        "live memory left on {dev}:\n{}",
-        memory::summary(dev)
-    );
+    common::setup_emulated(EMU_COUNT);
 }
 
 // ---------------------------------------------------------------------------

@@ -7,30 +7,15 @@
 //! (seven devices); every test owns its device, so it can check that it
 //! leaves no live device memory behind.
 
-use std::sync::Once;
+mod common;
+use common::assert_no_live_memory;
 use std::time::Instant;
 
-use tensorguard::device::{self, EmulatedConfig, Event, Stream};
+use tensorguard::device::{self, Event, Stream};
 use tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
 fn setup() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(7, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-}
-
-/// Synchronize `dev` and check that no tensor memory is left on it.
-#[track_caller]
-fn assert_no_live_memory(dev: &Device) {
-    device::synchronize(dev).expect("synchronize");
-    assert_eq!(
-        memory::allocated(dev),
-        0,
-        "live memory left on {dev}:\n{}",
-        memory::summary(dev)
-    );
+    common::setup_emulated(7);
 }
 
 /// A 256x256 matrix whose powers stay finite (entries 1/256).
