@@ -44,6 +44,9 @@ pub(crate) fn execute(
     stream: StreamId,
     site: &'static Location<'static>,
 ) -> Result<()> {
+    if let Some(r) = execute_simple(kernel, outs, ins) {
+        return r;
+    }
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
     let entries = outs
@@ -233,4 +236,86 @@ pub(crate) fn execute(
         }
     }
     Ok(())
+}
+
+/// The common case without staging: one output, at most two other inputs
+/// already in the dtype the kernel reads and not sharing the output's
+/// storage (or a first input that *is* the output). Same locking rule as
+/// [`execute`], with no collections; `None` when the case does not apply.
+fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<Result<()>> {
+    let [out] = outs else { return None };
+    if out.tdtype != out.want {
+        return None;
+    }
+    let oid = out.storage.id();
+    let self_first = kernel.reads_output_in_place()
+        && ins.first().is_some_and(|i| {
+            i.storage.id() == oid
+                && i.tdtype == i.want
+                && i.want == out.want
+                && i.layout == out.layout
+        });
+    let rest = &ins[usize::from(self_first)..];
+    if rest.len() > 2
+        || rest
+            .iter()
+            .any(|i| i.tdtype != i.want || i.storage.id() == oid)
+    {
+        return None;
+    }
+    // distinct input storages, then all locks in id order
+    let mut reads: [Option<&Arg<'_>>; 2] = [None, None];
+    for (k, i) in rest.iter().enumerate() {
+        if !reads[..k]
+            .iter()
+            .flatten()
+            .any(|r| r.storage.id() == i.storage.id())
+        {
+            reads[k] = Some(i);
+        }
+    }
+    let mut order: [(u64, Option<usize>); 3] = [(oid, None), (u64::MAX, None), (u64::MAX, None)];
+    let mut n = 1;
+    for (k, r) in reads.iter().enumerate() {
+        if let Some(r) = r {
+            order[n] = (r.storage.id(), Some(k));
+            n += 1;
+        }
+    }
+    order[..n].sort_unstable_by_key(|e| e.0);
+    let mut write = None;
+    let mut guards: [Option<(u64, RwLockReadGuard<'_, Buffer>)>; 2] = [None, None];
+    for &(id, slot) in &order[..n] {
+        match slot {
+            None => write = Some(out.storage.data.write()),
+            Some(k) => {
+                if let Some(r) = reads[k] {
+                    guards[k] = Some((id, r.storage.data.read()));
+                }
+            }
+        }
+    }
+    let mut write = write?;
+    let bcast: [Option<Layout>; 2] = std::array::from_fn(|k| {
+        rest.get(k).and_then(|i| match i.bshape {
+            Some(s) if s != i.layout.shape.as_slice() => Some(i.layout.broadcast_to(s)),
+            _ => None,
+        })
+    });
+    let mut kins: SmallVec<[KIn<'_>; 2]> = SmallVec::new();
+    for (k, i) in rest.iter().enumerate() {
+        let id = i.storage.id();
+        let buf = guards.iter().flatten().find(|g| g.0 == id).map(|g| &*g.1)?;
+        kins.push(KIn {
+            buf,
+            layout: bcast[k].as_ref().unwrap_or(i.layout),
+            dtype: i.want,
+        });
+    }
+    let mut kout = [KOut {
+        buf: &mut write,
+        layout: out.layout,
+        dtype: out.want,
+    }];
+    Some(cpu::run(kernel, &mut kout, &kins, self_first))
 }
