@@ -110,6 +110,7 @@ impl Stream {
         StreamGuard {
             device: self.device,
             prev,
+            _not_send: std::marker::PhantomData,
         }
     }
 
@@ -161,11 +162,13 @@ impl Stream {
     }
 }
 
-/// Restores the previous current stream when dropped.
+/// Restores the previous current stream when dropped. The current stream
+/// is per thread, so the guard cannot be sent to another thread.
 #[must_use = "the stream stays current only while the guard lives"]
 pub struct StreamGuard {
     device: Device,
     prev: StreamId,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for StreamGuard {
