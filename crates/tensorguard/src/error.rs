@@ -134,6 +134,51 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// An in-place op on a leaf that requires grad (or on a view of one),
+    /// outside `no_grad`.
+    #[error("{op} (called at {location}): a leaf tensor that requires grad{} cannot be modified in place, because its gradient would then describe a value that no longer exists. Do the update under `autograd::no_grad(|| ...)` (as optimizers do), or work on `.detach()` or a `.clone()?`.", if *view { " (through a view of it)" } else { "" })]
+    InplaceOnLeaf {
+        /// The in-place op.
+        op: &'static str,
+        /// True when the write went through a view of the leaf.
+        view: bool,
+        /// Where it was called.
+        location: &'static Location<'static>,
+    },
+    /// A tensor saved for backward was modified in place afterwards.
+    #[error("backward: a {tensor} saved by {node} for the gradient was modified in place: it was saved at version {saved_version} by the forward op called at {forward}, and is now at version {current_version}{}. Compute on a copy (`.clone()?`) before the in-place op, or use the out-of-place op.", match modified_at { Some(l) => format!(" after the in-place op called at {l}"), None => String::new() })]
+    SavedTensorModified {
+        /// dtype, shape and device of the tensor.
+        tensor: String,
+        /// The node that saved it (e.g. `ExpBackward`).
+        node: &'static str,
+        /// Its version when saved.
+        saved_version: u64,
+        /// Its version at backward.
+        current_version: u64,
+        /// Call site of the forward op.
+        forward: &'static Location<'static>,
+        /// Call site of the last in-place write.
+        modified_at: Option<&'static Location<'static>>,
+    },
+    /// Anomaly mode found a NaN or infinite gradient.
+    #[error("anomaly detected: {node} (forward op called at {location}) returned a NaN or infinite gradient for its input {input}. The forward op was recorded at:\n{backtrace}")]
+    AnomalyDetected {
+        /// The node that produced the gradient.
+        node: &'static str,
+        /// Which of its inputs.
+        input: usize,
+        /// Call site of the forward op.
+        location: &'static Location<'static>,
+        /// Full backtrace of the forward op.
+        backtrace: String,
+    },
+    /// Backward was misused (no input requires grad, called twice, ...).
+    #[error("{message}")]
+    Autograd {
+        /// A full explanation with a hint.
+        message: String,
+    },
     /// A device is not available or failed.
     #[error("{0}")]
     Device(String),

@@ -33,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod autograd;
 pub mod device;
 mod dtype;
 mod error;

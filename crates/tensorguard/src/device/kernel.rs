@@ -57,6 +57,10 @@ pub(crate) enum Kernel {
     Gather { dim: usize },
     /// out = cat(ins, dim).
     Cat { dim: usize },
+    /// out[.., index[i], ..] += in1[.., i, ..] along `dim` (in0 is the
+    /// index); with `scatter`, out[.., index[p], ..] += in1[p] for every
+    /// position p of the index (PyTorch's scatter_add_).
+    IndexAdd { dim: usize, scatter: bool },
 }
 
 impl Kernel {
@@ -79,6 +83,8 @@ impl Kernel {
             Kernel::IndexSelect { .. } => "index_select",
             Kernel::Gather { .. } => "gather",
             Kernel::Cat { .. } => "cat",
+            Kernel::IndexAdd { scatter: false, .. } => "index_add_",
+            Kernel::IndexAdd { scatter: true, .. } => "scatter_add_",
         }
     }
 

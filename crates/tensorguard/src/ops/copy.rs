@@ -4,6 +4,7 @@ use std::panic::Location;
 
 use super::elementwise::check_inplace_target;
 use super::{launch, In, Kernel, Out};
+use crate::autograd::{self, formulas};
 use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
@@ -66,6 +67,14 @@ impl Tensor {
             false,
             site,
         )?;
+        if dtype.is_float() && autograd::tracking(&[self]) {
+            autograd::record(
+                &out,
+                &[self],
+                site,
+                formulas::identity("CloneBackward", self),
+            );
+        }
         Ok(out)
     }
 
@@ -97,6 +106,14 @@ impl Tensor {
         if !device.is_cpu() {
             out.storage().sync_for_host_read()?;
         }
+        if autograd::tracking(&[self]) {
+            autograd::record(
+                &out,
+                &[self],
+                site,
+                formulas::identity("ToCopyBackward", self),
+            );
+        }
         Ok(out)
     }
 
@@ -116,6 +133,7 @@ impl Tensor {
         };
         let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
         check_inplace_target("copy_", self, self.dtype(), &shape, &[("src", src)])?;
+        let before = autograd::inplace_begin("copy_", self, &[src], site)?;
         launch(
             &Kernel::Copy,
             &[Out {
@@ -126,6 +144,9 @@ impl Tensor {
             true,
             site,
         )?;
+        if let Some(before) = before {
+            autograd::inplace_finish(self, before, site, formulas::copy_into(src));
+        }
         Ok(self)
     }
 
@@ -134,6 +155,7 @@ impl Tensor {
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Tensor> {
         let site = Location::caller();
         check_inplace_target("fill_", self, self.dtype(), self.shape(), &[])?;
+        let before = autograd::inplace_begin("fill_", self, &[], site)?;
         launch(
             &Kernel::Fill(value.into()),
             &[Out {
@@ -144,6 +166,9 @@ impl Tensor {
             true,
             site,
         )?;
+        if let Some(before) = before {
+            autograd::inplace_finish(self, before, site, formulas::overwrite("FillBackward"));
+        }
         Ok(self)
     }
 
@@ -152,6 +177,7 @@ impl Tensor {
     pub fn zero_(&self) -> Result<&Tensor> {
         let site = Location::caller();
         check_inplace_target("zero_", self, self.dtype(), self.shape(), &[])?;
+        let before = autograd::inplace_begin("zero_", self, &[], site)?;
         launch(
             &Kernel::Fill(Scalar::Int(0)),
             &[Out {
@@ -162,6 +188,9 @@ impl Tensor {
             true,
             site,
         )?;
+        if let Some(before) = before {
+            autograd::inplace_finish(self, before, site, formulas::overwrite("FillBackward"));
+        }
         Ok(self)
     }
 }

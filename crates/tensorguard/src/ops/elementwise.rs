@@ -4,6 +4,7 @@
 use std::panic::Location;
 
 use super::{check_device, check_inplace, launch, promote_arg, BinaryOp, In, Kernel, Out, UnaryOp};
+use crate::autograd::{self, formulas};
 use crate::dtype::{result_type, DType, PromoteArg, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::shape::broadcast_shapes;
@@ -132,6 +133,16 @@ pub(crate) fn binary(
     } else {
         Tensor::uninit(&shape, produced, &a.device(), site)?
     };
+    let b_tensor: Option<&Tensor> = match b {
+        Operand::Tensor(t) => Some(t),
+        Operand::Scalar(_) => None,
+    };
+    let others: Vec<&Tensor> = b_tensor.into_iter().collect();
+    let before = if inplace {
+        autograd::inplace_begin(name, a, &others, site)?
+    } else {
+        None
+    };
     let outs = [Out {
         t: &out,
         dtype: produced,
@@ -155,6 +166,24 @@ pub(crate) fn binary(
             inplace,
             site,
         )?,
+    }
+    let other = || match b {
+        Operand::Tensor(t) => formulas::Other::tensor(t),
+        Operand::Scalar(s) => formulas::Other::Scalar(s),
+    };
+    if let Some(before) = before {
+        let grad = if op.is_comparison() {
+            formulas::overwrite("CompareBackward")
+        } else {
+            formulas::binary(op, &before.old, other(), &out)
+        };
+        autograd::inplace_finish(&out, before, site, grad);
+    } else if !inplace && !op.is_comparison() && produced.is_float() {
+        let mut ins = vec![a];
+        ins.extend(b_tensor);
+        if autograd::tracking(&ins) {
+            autograd::record(&out, &ins, site, formulas::binary(op, a, other(), &out));
+        }
     }
     Ok(out)
 }
@@ -202,6 +231,11 @@ pub(crate) fn unary(
     } else {
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
+    let before = if inplace {
+        autograd::inplace_begin(name, a, &[], site)?
+    } else {
+        None
+    };
     launch(
         &Kernel::Unary(op),
         &[Out {
@@ -212,6 +246,12 @@ pub(crate) fn unary(
         inplace,
         site,
     )?;
+    if let Some(before) = before {
+        let grad = formulas::unary(op, &before.old, &out);
+        autograd::inplace_finish(&out, before, site, grad);
+    } else if !inplace && compute.is_float() && autograd::tracking(&[a]) {
+        autograd::record(&out, &[a], site, formulas::unary(op, a, &out));
+    }
     Ok(out)
 }
 
@@ -238,6 +278,11 @@ fn clamp_impl(
     } else {
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
+    let before = if inplace {
+        autograd::inplace_begin("clamp", a, &[], site)?
+    } else {
+        None
+    };
     launch(
         &Kernel::Clamp { min, max },
         &[Out {
@@ -248,6 +293,12 @@ fn clamp_impl(
         inplace,
         site,
     )?;
+    if let Some(before) = before {
+        let grad = formulas::clamp(&before.old, min, max);
+        autograd::inplace_finish(&out, before, site, grad);
+    } else if !inplace && compute.is_float() && autograd::tracking(&[a]) {
+        autograd::record(&out, &[a], site, formulas::clamp(a, min, max));
+    }
     Ok(out)
 }
 
@@ -430,6 +481,14 @@ impl Tensor {
             false,
             site,
         )?;
+        if dtype.is_float() && autograd::tracking(&[xt, yt]) {
+            autograd::record(
+                &out,
+                &[cond, xt, yt],
+                site,
+                formulas::where_cond(cond, xt, yt),
+            );
+        }
         Ok(out)
     }
 }

@@ -5,6 +5,7 @@ use std::panic::Location;
 
 use super::elementwise::check_inplace_target;
 use super::{check_device, launch, In, Kernel, Out};
+use crate::autograd::{self, formulas};
 use crate::dtype::{result_type, DType, PromoteArg, Scalar};
 use crate::error::{Error, Result};
 use crate::shape::{broadcast_shapes, norm_dim, Dims};
@@ -153,6 +154,14 @@ impl Tensor {
             false,
             site,
         )?;
+        if autograd::tracking(&[self]) {
+            autograd::record(
+                &out,
+                &[self, index],
+                site,
+                formulas::index_select(self, d, index),
+            );
+        }
         Ok(out)
     }
 
@@ -185,7 +194,143 @@ impl Tensor {
             false,
             site,
         )?;
+        if autograd::tracking(&[self]) {
+            autograd::record(&out, &[self, index], site, formulas::gather(self, d, index));
+        }
         Ok(out)
+    }
+
+    /// Add the slices of `src` along `dim` into `self` at the positions in
+    /// the 1-D int64 `index`, in place (PyTorch's `index_add_`); repeated
+    /// indices accumulate.
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::zeros([3], DType::F32, &Device::Cpu).unwrap();
+    /// let idx = Tensor::from_vec(vec![0i64, 2, 0], [3], &Device::Cpu).unwrap();
+    /// t.index_add_(0, &idx, &Tensor::ones([3], DType::F32, &Device::Cpu).unwrap()).unwrap();
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0, 0.0, 1.0]);
+    /// ```
+    #[track_caller]
+    pub fn index_add_(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
+        let site = Location::caller();
+        check_device(
+            "index_add_",
+            self,
+            &[("index", index), ("source", src)],
+            site,
+        )?;
+        index_dtype("index_add_", index)?;
+        let d = self.dim_for("index_add_", dim)?;
+        let fits = index.ndim() <= 1
+            && src.ndim() == self.ndim()
+            && (0..self.ndim()).all(|i| {
+                if i == d {
+                    src.shape()[i] == index.numel()
+                } else {
+                    src.shape()[i] == self.shape()[i]
+                }
+            });
+        if !fits {
+            return Err(Error::ShapeMismatch {
+                op: "index_add_",
+                lhs: self.shape().to_vec(),
+                rhs: src.shape().to_vec(),
+                hint: format!("the source must have the tensor's shape except in dimension {d}, where it must have one slice per index ({})", index.numel()),
+            });
+        }
+        self.add_into(
+            Kernel::IndexAdd {
+                dim: d,
+                scatter: false,
+            },
+            "index_add_",
+            d,
+            index,
+            src,
+            site,
+        )
+    }
+
+    /// Add every element of `src` into `self` at the position given by
+    /// `index` along `dim`, in place (PyTorch's `scatter_add_`).
+    #[track_caller]
+    pub fn scatter_add_(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<&Tensor> {
+        let site = Location::caller();
+        check_device(
+            "scatter_add_",
+            self,
+            &[("index", index), ("source", src)],
+            site,
+        )?;
+        index_dtype("scatter_add_", index)?;
+        let d = self.dim_for("scatter_add_", dim)?;
+        let fits = index.shape() == src.shape()
+            && index.ndim() == self.ndim()
+            && (0..self.ndim()).all(|i| i == d || index.shape()[i] <= self.shape()[i]);
+        if !fits {
+            return Err(Error::ShapeMismatch {
+                op: "scatter_add_",
+                lhs: index.shape().to_vec(),
+                rhs: src.shape().to_vec(),
+                hint: format!("the index and the source must have the same shape, with as many dims as the tensor and no larger size in any dim other than {d}."),
+            });
+        }
+        self.add_into(
+            Kernel::IndexAdd {
+                dim: d,
+                scatter: true,
+            },
+            "scatter_add_",
+            d,
+            index,
+            src,
+            site,
+        )
+    }
+
+    fn add_into(
+        &self,
+        kernel: Kernel,
+        op: &'static str,
+        d: usize,
+        index: &Tensor,
+        src: &Tensor,
+        site: &'static Location<'static>,
+    ) -> Result<&Tensor> {
+        if src.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                found: src.dtype(),
+                message: format!(
+                    "the source has dtype {} but the tensor has {}. Cast the source first.",
+                    src.dtype(),
+                    self.dtype()
+                ),
+            });
+        }
+        check_inplace_target(op, self, self.dtype(), self.shape(), &[("source", src)])?;
+        let before = autograd::inplace_begin(op, self, &[src], site)?;
+        launch(
+            &kernel,
+            &[Out {
+                t: self,
+                dtype: self.dtype(),
+            }],
+            &[In::new(index, DType::I64), In::new(src, src.dtype())],
+            true,
+            site,
+        )?;
+        if let Some(before) = before {
+            let grad = formulas::add_into(
+                matches!(kernel, Kernel::IndexAdd { scatter: true, .. }),
+                d,
+                index,
+            );
+            autograd::inplace_finish(self, before, site, grad);
+        }
+        Ok(self)
     }
 
     /// A copy with `value` where the bool `mask` (broadcast to `self`) is true.
@@ -260,6 +405,9 @@ fn cat_impl(
         false,
         site,
     )?;
+    if dtype.is_float() && autograd::tracking(&parts) {
+        autograd::record(&out, &parts, site, formulas::cat(&parts, d));
+    }
     Ok(out)
 }
 
@@ -291,6 +439,11 @@ fn masked_fill_impl(
             hint: "the mask must broadcast to the shape of the tensor.".into(),
         });
     }
+    let before = if inplace {
+        autograd::inplace_begin("masked_fill_", t, &[], site)?
+    } else {
+        None
+    };
     launch(
         &Kernel::MaskedFill(value),
         &[Out {
@@ -303,5 +456,12 @@ fn masked_fill_impl(
         ],
         inplace,
         site,
-    )
+    )?;
+    if let Some(before) = before {
+        let grad = formulas::masked_fill(&before.old, mask);
+        autograd::inplace_finish(out, before, site, grad);
+    } else if !inplace && t.dtype().is_float() && autograd::tracking(&[t]) {
+        autograd::record(out, &[t, mask], site, formulas::masked_fill(t, mask));
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use super::{check_device, launch, In, Kernel, Out};
+use crate::autograd::{self, formulas};
 use crate::error::{Error, Result};
 use crate::shape::{broadcast_shapes, Dims, Layout};
 use crate::tensor::Tensor;
@@ -139,5 +140,8 @@ fn matmul_impl(
         false,
         site,
     )?;
+    if a.dtype().is_float() && autograd::tracking(&[a, b]) {
+        autograd::record(&out, &[a, b], site, formulas::matmul(a, b));
+    }
     Ok(out)
 }

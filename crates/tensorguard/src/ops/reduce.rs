@@ -5,6 +5,7 @@ use std::panic::Location;
 use smallvec::SmallVec;
 
 use super::{launch, In, Kernel, Out, ReduceOp};
+use crate::autograd::{self, formulas};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, norm_dims, DimList, Dims};
@@ -89,6 +90,14 @@ pub(crate) fn reduce(
         false,
         site,
     )?;
+    if output.is_float() && autograd::tracking(&[a]) {
+        autograd::record(
+            &out,
+            &[a],
+            site,
+            formulas::reduce(op, a, &dims, keepdim, &out),
+        );
+    }
     Ok(out)
 }
 
@@ -157,6 +166,14 @@ fn extreme_dim(
         false,
         site,
     )?;
+    if autograd::tracking(&[a]) {
+        autograd::record(
+            &vals,
+            &[a],
+            site,
+            formulas::extreme_dim(a, d, keepdim, &idxs, max),
+        );
+    }
     Ok((vals, idxs))
 }
 
@@ -377,5 +394,8 @@ fn softmax_impl(
         false,
         site,
     )?;
+    if autograd::tracking(&[a]) {
+        autograd::record(&out, &[a], site, formulas::softmax(&out, d, log));
+    }
     Ok(out)
 }

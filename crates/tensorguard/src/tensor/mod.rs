@@ -45,6 +45,12 @@ pub(crate) struct TensorImpl {
     pub(crate) layout: Layout,
     pub(crate) dtype: DType,
     pub(crate) is_view: bool,
+    /// Autograd state; `None` for tensors autograd has never seen.
+    pub(crate) autograd: parking_lot::Mutex<Option<Box<crate::autograd::Meta>>>,
+    /// Fast check: true once this tensor may take part in autograd.
+    pub(crate) tracked: std::sync::atomic::AtomicBool,
+    /// For a view: the tensor whose storage it views (never itself a view).
+    pub(crate) base: Option<Tensor>,
 }
 
 impl Tensor {
@@ -59,6 +65,26 @@ impl Tensor {
             layout,
             dtype,
             is_view,
+            autograd: parking_lot::Mutex::new(None),
+            tracked: std::sync::atomic::AtomicBool::new(false),
+            base: None,
+        }))
+    }
+
+    /// A view of `self` with `layout`, remembering the base tensor.
+    pub(crate) fn view_of(&self, layout: Layout) -> Tensor {
+        let base = match &self.0.base {
+            Some(b) => b.alias(),
+            None => self.alias(),
+        };
+        Tensor(Arc::new(TensorImpl {
+            storage: Arc::clone(&self.0.storage),
+            layout,
+            dtype: self.0.dtype,
+            is_view: true,
+            autograd: parking_lot::Mutex::new(None),
+            tracked: std::sync::atomic::AtomicBool::new(false),
+            base: Some(base),
         }))
     }
 

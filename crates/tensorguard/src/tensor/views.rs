@@ -1,11 +1,13 @@
 //! View ops: new tensors over the same storage, sharing the version counter.
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
+use std::panic::Location;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use super::Tensor;
+use crate::autograd::{self, formulas, Grad};
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, norm_dims, DimList, Dims, Layout, ShapeSpec};
 
@@ -49,8 +51,15 @@ impl SliceRange for RangeFull {
 }
 
 impl Tensor {
-    fn make_view(&self, layout: Layout) -> Tensor {
-        Tensor::from_parts(Arc::clone(self.storage()), layout, self.dtype(), true)
+    /// A view with `layout`; records `grad` as its history when `self`
+    /// requires grad.
+    #[track_caller]
+    fn make_view(&self, layout: Layout, grad: impl FnOnce() -> Grad) -> Tensor {
+        let v = self.view_of(layout);
+        if autograd::tracking(&[self]) {
+            autograd::record_view(&v, self, Location::caller(), grad());
+        }
+        v
     }
 
     /// A view with a new shape over the same elements (one size may be `-1`).
@@ -66,14 +75,18 @@ impl Tensor {
     /// assert!(v.shares_storage(&t));
     /// assert!(v.t().unwrap().view([6]).is_err());
     /// ```
+    #[track_caller]
     pub fn view(&self, shape: impl Into<ShapeSpec>) -> Result<Tensor> {
         let shape = shape.into().resolve("view", self.numel())?;
         match self.layout().view_strides(&shape) {
-            Some(strides) => Ok(self.make_view(Layout {
-                shape,
-                strides,
-                offset: self.layout().offset,
-            })),
+            Some(strides) => Ok(self.make_view(
+                Layout {
+                    shape,
+                    strides,
+                    offset: self.layout().offset,
+                },
+                || formulas::reshape(self),
+            )),
             None => Err(Error::InvalidView {
                 op: "view",
                 message: format!(
@@ -92,25 +105,33 @@ impl Tensor {
     pub fn reshape(&self, shape: impl Into<ShapeSpec>) -> Result<Tensor> {
         let shape = shape.into().resolve("reshape", self.numel())?;
         match self.layout().view_strides(&shape) {
-            Some(strides) => Ok(self.make_view(Layout {
-                shape,
-                strides,
-                offset: self.layout().offset,
-            })),
+            Some(strides) => Ok(self.make_view(
+                Layout {
+                    shape,
+                    strides,
+                    offset: self.layout().offset,
+                },
+                || formulas::reshape(self),
+            )),
             None => {
                 // a copy, not a view of `self` (PyTorch's `_unsafe_view`)
-                let copy = self.contiguous()?;
-                Ok(Tensor::from_parts(
+                let copy = self.detach().contiguous()?;
+                let out = Tensor::from_parts(
                     Arc::clone(copy.storage()),
                     Layout::contiguous(&shape),
                     self.dtype(),
                     false,
-                ))
+                );
+                if autograd::tracking(&[self]) {
+                    autograd::record(&out, &[self], Location::caller(), formulas::reshape(self));
+                }
+                Ok(out)
             }
         }
     }
 
     /// Swap two dimensions (a view).
+    #[track_caller]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         let n = self.ndim();
         let (a, b) = (
@@ -122,13 +143,18 @@ impl Tensor {
             l.shape.swap(a, b);
             l.strides.swap(a, b);
         }
-        Ok(self.make_view(l))
+        let mut perm: Vec<usize> = (0..n).collect();
+        if n > 0 {
+            perm.swap(a, b);
+        }
+        Ok(self.make_view(l, || formulas::permute(perm)))
     }
 
     /// Transpose a tensor of at most 2 dimensions (PyTorch's `t()`).
+    #[track_caller]
     pub fn t(&self) -> Result<Tensor> {
         match self.ndim() {
-            0 | 1 => Ok(self.make_view(self.layout().clone())),
+            0 | 1 => Ok(self.make_view(self.layout().clone(), || formulas::reshape(self))),
             2 => self.transpose(0, 1),
             n => Err(Error::invalid(
                 "t",
@@ -138,6 +164,7 @@ impl Tensor {
     }
 
     /// Reorder the dimensions (a view).
+    #[track_caller]
     pub fn permute(&self, dims: impl DimList) -> Result<Tensor> {
         let dims = norm_dims("permute", &dims.to_dims(), self.ndim())?;
         if dims.len() != self.ndim() {
@@ -151,11 +178,14 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(self.make_view(self.layout().permuted(&dims)))
+        Ok(self.make_view(self.layout().permuted(&dims), || {
+            formulas::permute(dims.to_vec())
+        }))
     }
 
     /// Elements `start..start+length` along `dim` (a view). A negative
     /// `start` counts from the end.
+    #[track_caller]
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Tensor> {
         let d = self.dim_for("narrow", dim)?;
         let size = self.shape()[d];
@@ -173,10 +203,13 @@ impl Tensor {
         let mut l = self.layout().clone();
         l.offset += s as usize * l.strides[d];
         l.shape[d] = length;
-        Ok(self.make_view(l))
+        Ok(self.make_view(l, || {
+            formulas::select_like(self, move |z| z.narrow(d as isize, s, length))
+        }))
     }
 
     /// The slice at `index` along `dim`, with that dimension removed (a view).
+    #[track_caller]
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
         let d = self.dim_for("select", dim)?;
         let size = self.shape()[d];
@@ -198,7 +231,9 @@ impl Tensor {
         l.offset += i as usize * l.strides[d];
         l.shape.remove(d);
         l.strides.remove(d);
-        Ok(self.make_view(l))
+        Ok(self.make_view(l, || {
+            formulas::select_like(self, move |z| z.select(d as isize, i))
+        }))
     }
 
     /// Elements in `range` along `dim` (a view), like `t[a:b]` in Python.
@@ -208,12 +243,14 @@ impl Tensor {
     /// let t = Tensor::arange(0, 10, &Device::Cpu).unwrap();
     /// assert_eq!(t.slice(0, 2..-3).unwrap().to_vec::<i64>().unwrap(), vec![2, 3, 4, 5, 6]);
     /// ```
+    #[track_caller]
     pub fn slice(&self, dim: isize, range: impl SliceRange) -> Result<Tensor> {
         self.slice_step(dim, range, 1)
     }
 
     /// Every `step`-th element in `range` along `dim` (a view), like
     /// `t[a:b:step]`. `step` must be positive, as in PyTorch.
+    #[track_caller]
     pub fn slice_step(&self, dim: isize, range: impl SliceRange, step: usize) -> Result<Tensor> {
         let d = self.dim_for("slice", dim)?;
         if step == 0 {
@@ -229,11 +266,14 @@ impl Tensor {
         l.offset += start as usize * l.strides[d];
         l.shape[d] = len;
         l.strides[d] *= step;
-        Ok(self.make_view(l))
+        Ok(self.make_view(l, || {
+            formulas::select_like(self, move |z| z.slice_step(d as isize, start..end, step))
+        }))
     }
 
     /// Broadcast to a larger shape without copying (stride 0 on the repeated
     /// dims). `-1` keeps a size. The result must not be written in place.
+    #[track_caller]
     pub fn expand(&self, shape: impl Into<ShapeSpec>) -> Result<Tensor> {
         let spec = shape.into().0;
         let n = spec.len();
@@ -275,46 +315,56 @@ impl Tensor {
             shape.push(size);
             strides.push(stride);
         }
-        Ok(self.make_view(Layout {
-            shape,
-            strides,
-            offset: self.layout().offset,
-        }))
+        Ok(self.make_view(
+            Layout {
+                shape,
+                strides,
+                offset: self.layout().offset,
+            },
+            || formulas::expand(self),
+        ))
     }
 
     /// Expand to the shape of `other`.
+    #[track_caller]
     pub fn expand_as(&self, other: &Tensor) -> Result<Tensor> {
         self.expand(other.shape())
     }
 
     /// Remove every dimension of size 1 (a view).
+    #[track_caller]
     pub fn squeeze(&self) -> Result<Tensor> {
         let l = self.layout();
         let keep: SmallVec<[usize; 6]> = (0..l.ndim()).filter(|&d| l.shape[d] != 1).collect();
-        Ok(self.make_view(Layout {
-            shape: keep.iter().map(|&d| l.shape[d]).collect(),
-            strides: keep.iter().map(|&d| l.strides[d]).collect(),
-            offset: l.offset,
-        }))
+        Ok(self.make_view(
+            Layout {
+                shape: keep.iter().map(|&d| l.shape[d]).collect(),
+                strides: keep.iter().map(|&d| l.strides[d]).collect(),
+                offset: l.offset,
+            },
+            || formulas::reshape(self),
+        ))
     }
 
     /// Remove dimension `dim` if its size is 1; otherwise the same shape.
+    #[track_caller]
     pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
         let mut l = self.layout().clone();
         if l.ndim() == 0 {
             norm_dim("squeeze", dim, 0)?;
-            return Ok(self.make_view(l));
+            return Ok(self.make_view(l, || formulas::reshape(self)));
         }
         let d = norm_dim("squeeze", dim, l.ndim())?;
         if l.shape[d] == 1 {
             l.shape.remove(d);
             l.strides.remove(d);
         }
-        Ok(self.make_view(l))
+        Ok(self.make_view(l, || formulas::reshape(self)))
     }
 
     /// Insert a dimension of size 1 at `dim` (a view); `dim` may be
     /// `-ndim-1 ..= ndim`.
+    #[track_caller]
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         let n = self.ndim() as isize;
         if dim < -n - 1 || dim > n {
@@ -339,7 +389,7 @@ impl Tensor {
         };
         l.shape.insert(d, 1);
         l.strides.insert(d, stride);
-        Ok(self.make_view(l))
+        Ok(self.make_view(l, || formulas::reshape(self)))
     }
 
     /// Merge dims `start_dim..=end_dim` into one (a view when possible,
@@ -371,6 +421,7 @@ impl Tensor {
     }
 
     /// Split dimension `dim` into `sizes` (one may be `-1`); a view.
+    #[track_caller]
     pub fn unflatten(&self, dim: isize, sizes: impl Into<ShapeSpec>) -> Result<Tensor> {
         let d = self.dim_for("unflatten", dim)?;
         let inner = sizes.into().resolve("unflatten", self.shape()[d])?;

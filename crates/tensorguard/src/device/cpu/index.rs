@@ -1,8 +1,10 @@
 //! Indexing kernels: index_select, gather (one "take along dim" loop) and cat.
 
 use super::copy::copy;
+use super::elementwise::{with_arith, Arith};
 use super::iter::{drive, gather_strided};
 use crate::device::kernel::{KIn, KOut};
+use crate::dtype::DType;
 use crate::dtype::{with_native, Native};
 use crate::error::{Error, Result};
 use crate::shape::Layout;
@@ -107,4 +109,62 @@ pub(crate) fn cat(dim: usize, out: &mut KOut<'_>, ins: &[KIn<'_>]) -> Result<()>
         copy(&mut o, i);
     }
     Ok(())
+}
+
+/// out[position with `dim` replaced by the index] += src[position], over
+/// the positions of src (index_add: a 1-D index along `dim`) or of the
+/// index (scatter_add: an index shaped like the positions).
+pub(crate) fn index_add(
+    dim: usize,
+    scatter: bool,
+    out: &mut KOut<'_>,
+    idx: &KIn<'_>,
+    src: &KIn<'_>,
+) -> Result<()> {
+    let op = if scatter {
+        "scatter_add_"
+    } else {
+        "index_add_"
+    };
+    check_indices(
+        op,
+        idx,
+        out.layout.shape.get(dim).copied().unwrap_or(1),
+        dim,
+    )?;
+    let shape = if scatter {
+        idx.layout.shape.clone()
+    } else {
+        src.layout.shape.clone()
+    };
+    let n: usize = shape.iter().product();
+    let nd = shape.len();
+    let ol = out.layout;
+    with_arith!(out.dtype, T => {
+        let o: &mut [T] = out.buf.typed_mut();
+        let s: &[T] = src.buf.typed();
+        let ix: &[i64] = idx.buf.typed();
+        let mut pos = vec![0usize; nd];
+        for _ in 0..n {
+            let so = src.layout.offset + (0..nd).map(|d| pos[d] * src.layout.strides[d]).sum::<usize>();
+            let j = if scatter {
+                ix[idx.layout.offset + (0..nd).map(|d| pos[d] * idx.layout.strides[d]).sum::<usize>()]
+            } else {
+                let st = idx.layout.strides.first().copied().unwrap_or(0);
+                ix[idx.layout.offset + pos.get(dim).copied().unwrap_or(0) * st]
+            } as usize;
+            let oo = ol.offset
+                + (0..nd).filter(|&d| d != dim).map(|d| pos[d] * ol.strides[d]).sum::<usize>()
+                + if nd > 0 { j * ol.strides[dim] } else { 0 };
+            o[oo] = Arith::add(o[oo], s[so]);
+            for d in (0..nd).rev() {
+                pos[d] += 1;
+                if pos[d] < shape[d] {
+                    break;
+                }
+                pos[d] = 0;
+            }
+        }
+        Ok(())
+    })
 }

@@ -106,6 +106,10 @@ pub(crate) fn run(
             need(1, 2)?;
             index::gather(*dim, &mut outs[0], input()?, &rest[0])
         }
+        Kernel::IndexAdd { dim, scatter } => {
+            need(1, 2)?;
+            index::index_add(*dim, *scatter, &mut outs[0], input()?, &rest[0])
+        }
         Kernel::Cat { dim } => {
             need(1, 0)?;
             index::cat(*dim, &mut outs[0], ins)

@@ -1,0 +1,650 @@
+//! Backward formulas, one per differentiable op. Each returns a [`Grad`]
+//! whose function maps the output's gradient to one gradient per input (in
+//! the order the op passed its inputs to `record`).
+
+use std::sync::Arc;
+
+use super::{Grad, Info, Saved};
+use crate::device::kernel::BinaryOp;
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::shape::{Dims, Layout};
+use crate::tensor::Tensor;
+
+/// Reduce a broadcast gradient back to `shape` and `dtype`.
+pub(crate) fn sum_to(g: &Tensor, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    let mut r = if g.shape() == shape {
+        g.alias()
+    } else {
+        let lead = g.ndim() - shape.len();
+        let dims: Vec<isize> = (0..g.ndim())
+            .filter(|&i| i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
+            .map(|i| i as isize)
+            .collect();
+        let s = if dims.is_empty() {
+            g.alias()
+        } else {
+            g.sum_dim(dims, true)?
+        };
+        s.reshape(shape.to_vec())?
+    };
+    if r.dtype() != dtype {
+        r = r.to_dtype(dtype)?;
+    }
+    Ok(r)
+}
+
+/// `g` with the reduced `dims` put back as size-1 dims (when not kept).
+fn unsqueeze_dims(g: &Tensor, dims: &[usize], keepdim: bool) -> Result<Tensor> {
+    if keepdim {
+        return Ok(g.alias());
+    }
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    let mut r = g.alias();
+    for d in sorted {
+        r = r.unsqueeze(d as isize)?;
+    }
+    Ok(r)
+}
+
+/// Product over `dims`, keeping them as size 1.
+fn prod_keep(t: &Tensor, dims: &[isize]) -> Result<Tensor> {
+    let mut r = t.alias();
+    for &d in dims {
+        r = r.prod_dim(d, true)?;
+    }
+    Ok(r)
+}
+
+pub(crate) struct In {
+    shape: Dims,
+    dtype: DType,
+}
+
+impl In {
+    fn of(t: &Tensor) -> In {
+        In {
+            shape: t.shape().into(),
+            dtype: t.dtype(),
+        }
+    }
+    fn reduce(&self, g: &Tensor) -> Result<Option<Tensor>> {
+        sum_to(g, &self.shape, self.dtype).map(Some)
+    }
+}
+
+/// The second operand as the formula sees it.
+pub(crate) enum Other {
+    Tensor(Saved, In2),
+    Scalar(Scalar),
+}
+
+pub(crate) struct In2(In);
+
+impl Other {
+    pub(crate) fn tensor(t: &Tensor) -> Other {
+        Other::Tensor(Saved::new(t), In2(In::of(t)))
+    }
+}
+
+/// Gradients of the elementwise binary ops (`a` is the input's value before
+/// the op, `out` the result).
+pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
+    let ain = In::of(a);
+    let sa = Saved::new(a);
+    let so = Saved::new(out);
+    let name = match op {
+        BinaryOp::Add => "AddBackward",
+        BinaryOp::Sub => "SubBackward",
+        BinaryOp::Mul => "MulBackward",
+        BinaryOp::Div => "DivBackward",
+        BinaryOp::Pow => "PowBackward",
+        BinaryOp::Maximum => "MaximumBackward",
+        BinaryOp::Minimum => "MinimumBackward",
+        _ => "CompareBackward",
+    };
+    Grad::new(name, move |g, info| {
+        let (bval, bin) = match &b {
+            Other::Tensor(s, i) => (Some(s), Some(&i.0)),
+            Other::Scalar(_) => (None, None),
+        };
+        let scalar = match &b {
+            Other::Scalar(s) => Some(*s),
+            Other::Tensor(..) => None,
+        };
+        // the other operand's value, as a tensor or a number
+        let bt = |info: &Info| -> Result<Option<&Tensor>> { bval.map(|s| s.get(info)).transpose() };
+        let (ga, gb): (Tensor, Option<Tensor>) = match op {
+            BinaryOp::Add => (g.alias(), Some(g.alias())),
+            BinaryOp::Sub => (g.alias(), Some(g.neg()?)),
+            BinaryOp::Mul => match (bt(info)?, scalar) {
+                (Some(b), _) => (g.mul(b)?, Some(g.mul(sa.get(info)?)?)),
+                (None, Some(s)) => (g.mul(s)?, None),
+                _ => unreachable_grad()?,
+            },
+            BinaryOp::Div => match (bt(info)?, scalar) {
+                (Some(b), _) => {
+                    let ga = g.div(b)?;
+                    let gb = ga.mul(so.get(info)?)?.neg()?;
+                    (ga, Some(gb))
+                }
+                (None, Some(s)) => (g.div(s)?, None),
+                _ => unreachable_grad()?,
+            },
+            BinaryOp::Pow => {
+                let x = sa.get(info)?;
+                match (bt(info)?, scalar) {
+                    (Some(e), _) => {
+                        let ga = g.mul(e)?.mul(&x.pow(&e.sub(1.0)?)?)?;
+                        // d/de x^e = x^e ln x, taken as 0 where x == 0 and e >= 0
+                        let lg = so.get(info)?.mul(&x.log()?)?;
+                        let zero = x.eq(0.0)?;
+                        let gb = g.mul(&lg.masked_fill(&zero, 0.0)?)?;
+                        (ga, Some(gb))
+                    }
+                    (None, Some(s)) => {
+                        if s.to_f64() == 0.0 {
+                            (g.mul(0.0)?, None)
+                        } else {
+                            (g.mul(s)?.mul(&x.pow(s.to_f64() - 1.0)?)?, None)
+                        }
+                    }
+                    _ => unreachable_grad()?,
+                }
+            }
+            BinaryOp::Maximum | BinaryOp::Minimum => {
+                let x = sa.get(info)?;
+                let y = match (bt(info)?, scalar) {
+                    (Some(b), _) => b.alias(),
+                    (None, Some(s)) => Tensor::full((), s, x.dtype(), &x.device())?,
+                    _ => unreachable_grad()?,
+                };
+                let wins = if op == BinaryOp::Maximum {
+                    x.gt(&y)?
+                } else {
+                    x.lt(&y)?
+                };
+                let tie = x.eq(&y)?;
+                let half = g.mul(0.5)?;
+                let ga = Tensor::where_cond(&wins, g, &Tensor::where_cond(&tie, &half, 0.0)?)?;
+                let loses = if op == BinaryOp::Maximum {
+                    x.lt(&y)?
+                } else {
+                    x.gt(&y)?
+                };
+                let gb = Tensor::where_cond(&loses, g, &Tensor::where_cond(&tie, &half, 0.0)?)?;
+                (ga, Some(gb))
+            }
+            _ => return Ok(vec![None, None]),
+        };
+        let ga = ain.reduce(&ga)?;
+        let gb = match (gb, bin) {
+            (Some(gb), Some(bin)) => bin.reduce(&gb)?,
+            _ => None,
+        };
+        Ok(vec![ga, gb])
+    })
+}
+
+fn unreachable_grad<T>() -> Result<T> {
+    Err(crate::error::Error::invalid(
+        "backward",
+        "internal error: an operand disappeared",
+    ))
+}
+
+/// Gradients of the elementwise unary ops.
+pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
+    use crate::device::kernel::UnaryOp::*;
+    let ain = In::of(a);
+    let sa = Saved::new(a);
+    let so = Saved::new(out);
+    let name = match op {
+        Neg => "NegBackward",
+        Abs => "AbsBackward",
+        Relu => "ReluBackward",
+        Exp => "ExpBackward",
+        Log => "LogBackward",
+        Sqrt => "SqrtBackward",
+        Sigmoid => "SigmoidBackward",
+        Tanh => "TanhBackward",
+    };
+    Grad::new(name, move |g, info| {
+        let gi = match op {
+            Neg => g.neg()?,
+            Abs => {
+                let x = sa.get(info)?;
+                let sign = x
+                    .gt(0.0)?
+                    .to_dtype(x.dtype())?
+                    .sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
+                g.mul(&sign)?
+            }
+            Relu => g.mul(&so.get(info)?.gt(0.0)?)?,
+            Exp => g.mul(so.get(info)?)?,
+            Log => g.div(sa.get(info)?)?,
+            Sqrt => g.div(&so.get(info)?.mul(2.0)?)?,
+            Sigmoid => {
+                let y = so.get(info)?;
+                g.mul(y)?.mul(&y.neg()?.add(1.0)?)?
+            }
+            Tanh => {
+                let y = so.get(info)?;
+                g.mul(&y.mul(y)?.neg()?.add(1.0)?)?
+            }
+        };
+        Ok(vec![ain.reduce(&gi)?])
+    })
+}
+
+/// clamp: the gradient passes where the input was inside the bounds.
+pub(crate) fn clamp(a: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Grad {
+    let ain = In::of(a);
+    let sa = Saved::new(a);
+    Grad::new("ClampBackward", move |g, info| {
+        let x = sa.get(info)?;
+        let mut gi = g.alias();
+        if let Some(lo) = min {
+            gi = Tensor::where_cond(&x.ge(lo)?, &gi, 0.0)?;
+        }
+        if let Some(hi) = max {
+            gi = Tensor::where_cond(&x.le(hi)?, &gi, 0.0)?;
+        }
+        Ok(vec![ain.reduce(&gi)?])
+    })
+}
+
+/// where(cond, x, y): inputs are [cond, x, y].
+pub(crate) fn where_cond(cond: &Tensor, x: &Tensor, y: &Tensor) -> Grad {
+    let (xin, yin) = (In::of(x), In::of(y));
+    let sc = Saved::new(cond);
+    Grad::new("WhereBackward", move |g, info| {
+        let c = sc.get(info)?;
+        let gx = Tensor::where_cond(c, g, 0.0)?;
+        let gy = Tensor::where_cond(c, 0.0, g)?;
+        Ok(vec![None, xin.reduce(&gx)?, yin.reduce(&gy)?])
+    })
+}
+
+/// masked_fill(mask, v): inputs are [self, mask].
+pub(crate) fn masked_fill(a: &Tensor, mask: &Tensor) -> Grad {
+    let ain = In::of(a);
+    let sm = Saved::new(mask);
+    Grad::new("MaskedFillBackward", move |g, info| {
+        Ok(vec![ain.reduce(&g.masked_fill(sm.get(info)?, 0.0)?)?, None])
+    })
+}
+
+/// Identity-like ops (clone, contiguous, casts, device moves): the gradient
+/// comes back in the input's dtype and device.
+pub(crate) fn identity(name: &'static str, a: &Tensor) -> Grad {
+    let (dtype, device) = (a.dtype(), a.device());
+    Grad::new(name, move |g, _| {
+        let mut r = g.to(&device)?;
+        if r.dtype() != dtype {
+            r = r.to_dtype(dtype)?;
+        }
+        Ok(vec![Some(r)])
+    })
+}
+
+/// copy_(src) in place: inputs are [self (overwritten), src].
+pub(crate) fn copy_into(src: &Tensor) -> Grad {
+    let (sin, device) = (In::of(src), src.device());
+    Grad::new("CopyBackwards", move |g, _| {
+        Ok(vec![None, sin.reduce(&g.to(&device)?)?])
+    })
+}
+
+/// fill_/zero_: the old value does not matter any more.
+pub(crate) fn overwrite(name: &'static str) -> Grad {
+    Grad::new(name, move |_, _| Ok(vec![None]))
+}
+
+/// Reductions over `dims` (normalised, non-empty = all for sum/mean).
+pub(crate) fn reduce(
+    op: crate::device::kernel::ReduceOp,
+    a: &Tensor,
+    dims: &[usize],
+    keepdim: bool,
+    out: &Tensor,
+) -> Grad {
+    use crate::device::kernel::ReduceOp::*;
+    let ain = In::of(a);
+    let sa = Saved::new(a);
+    let so = Saved::new(out);
+    let dims: Vec<usize> = dims.to_vec();
+    let n: usize = dims.iter().map(|&d| a.shape()[d]).product();
+    let name = match op {
+        Sum => "SumBackward",
+        Mean => "MeanBackward",
+        Prod => "ProdBackward",
+        Max => "MaxBackward",
+        Min => "MinBackward",
+        Var { .. } => "VarBackward",
+        Std { .. } => "StdBackward",
+        ArgMax | ArgMin => "ArgBackward",
+    };
+    Grad::new(name, move |g, info| {
+        let ik: Vec<isize> = dims.iter().map(|&d| d as isize).collect();
+        let gk = unsqueeze_dims(g, &dims, keepdim)?;
+        let gi = match op {
+            Sum => gk.expand(ain.shape.to_vec())?,
+            Mean => gk.div(n as f64)?.expand(ain.shape.to_vec())?,
+            Prod => {
+                let x = sa.get(info)?;
+                let out_k = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                let zero = x.eq(0.0)?;
+                let zeros_in_lane = zero.sum_dim(ik.clone(), true)?;
+                // no zero in the lane: out / x
+                let plain = Tensor::where_cond(&zero, 0.0, &out_k.div(x)?)?;
+                // exactly one zero: the product of the others goes to it
+                let others = prod_keep(&Tensor::where_cond(&zero, 1.0, x)?, &ik)?;
+                let single = Tensor::where_cond(&zero.mul(&zeros_in_lane.eq(1)?)?, &others, 0.0)?;
+                plain.add(&single)?.mul(&gk)?
+            }
+            Max | Min => {
+                let x = sa.get(info)?;
+                let out_k = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                let hit = x.eq(&out_k)?;
+                let count = hit.sum_dim(ik.clone(), true)?;
+                Tensor::where_cond(&hit, &gk.div(&count)?, 0.0)?
+            }
+            Var { correction } | Std { correction } => {
+                let x = sa.get(info)?;
+                let mean = x.mean_dim(ik.clone(), true)?;
+                let d = (n as f64 - correction).max(0.0);
+                let gv = x.sub(&mean)?.mul(2.0 / d)?;
+                match op {
+                    Std { .. } => {
+                        let sd = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                        gv.mul(&gk)?.div(&sd.mul(2.0)?)?
+                    }
+                    _ => gv.mul(&gk)?,
+                }
+            }
+            ArgMax | ArgMin => return Ok(vec![None]),
+        };
+        Ok(vec![ain.reduce(&gi)?])
+    })
+}
+
+/// max_dim/min_dim: the gradient goes to the selected index.
+pub(crate) fn extreme_dim(
+    a: &Tensor,
+    dim: usize,
+    keepdim: bool,
+    indices: &Tensor,
+    max: bool,
+) -> Grad {
+    let ain = In::of(a);
+    let si = Saved::new(indices);
+    let n = a.shape().get(dim).copied().unwrap_or(1);
+    Grad::new(
+        if max { "MaxBackward" } else { "MinBackward" },
+        move |g, info| {
+            let idx = unsqueeze_dims(si.get(info)?, &[dim], keepdim)?;
+            let gk = unsqueeze_dims(g, &[dim], keepdim)?;
+            let mut shape = vec![1usize; ain.shape.len().max(1)];
+            if !ain.shape.is_empty() {
+                shape[dim] = n;
+            }
+            let pos = Tensor::arange(0, n as i64, &g.device())?.reshape(shape)?;
+            let hit = pos.eq(&idx)?;
+            let gi = Tensor::where_cond(&hit, &gk, 0.0)?;
+            Ok(vec![ain.reduce(&gi)?])
+        },
+    )
+}
+
+/// softmax / log_softmax along `dim`.
+pub(crate) fn softmax(out: &Tensor, dim: usize, log: bool) -> Grad {
+    let so = Saved::new(out);
+    let dtype = out.dtype();
+    Grad::new(
+        if log {
+            "LogSoftmaxBackward"
+        } else {
+            "SoftmaxBackward"
+        },
+        move |g, info| {
+            let y = so.get(info)?;
+            let d = dim as isize;
+            let gi = if log {
+                g.sub(&y.exp()?.mul(&g.sum_dim(d, true)?)?)?
+            } else {
+                y.mul(&g.sub(&g.mul(y)?.sum_dim(d, true)?)?)?
+            };
+            Ok(vec![Some(if gi.dtype() != dtype {
+                gi.to_dtype(dtype)?
+            } else {
+                gi
+            })])
+        },
+    )
+}
+
+/// matmul with PyTorch's 1-D rules and batch broadcasting.
+pub(crate) fn matmul(a: &Tensor, b: &Tensor) -> Grad {
+    let (ain, bin) = (In::of(a), In::of(b));
+    let (sa, sb) = (Saved::new(a), Saved::new(b));
+    Grad::new("MmBackward", move |g, info| {
+        let (x, y) = (sa.get(info)?, sb.get(info)?);
+        let x2 = if x.ndim() == 1 {
+            x.unsqueeze(0)?
+        } else {
+            x.alias()
+        };
+        let y2 = if y.ndim() == 1 {
+            y.unsqueeze(1)?
+        } else {
+            y.alias()
+        };
+        let mut g2 = g.alias();
+        if x.ndim() == 1 {
+            g2 = g2.unsqueeze(if y.ndim() == 1 { 0 } else { -2 })?;
+        }
+        if y.ndim() == 1 {
+            g2 = g2.unsqueeze(-1)?;
+        }
+        let gx = g2.matmul(&y2.transpose(-1, -2)?)?;
+        let gy = x2.transpose(-1, -2)?.matmul(&g2)?;
+        let gx = if x.ndim() == 1 {
+            sum_to(&gx, &[1, x.shape()[0]], ain.dtype)?.reshape(ain.shape.to_vec())?
+        } else {
+            sum_to(&gx, &ain.shape, ain.dtype)?
+        };
+        let gy = if y.ndim() == 1 {
+            sum_to(&gy, &[y.shape()[0], 1], bin.dtype)?.reshape(bin.shape.to_vec())?
+        } else {
+            sum_to(&gy, &bin.shape, bin.dtype)?
+        };
+        Ok(vec![Some(gx), Some(gy)])
+    })
+}
+
+/// Views that keep every element (view, reshape, flatten, squeeze, ...):
+/// the gradient is reshaped back.
+pub(crate) fn reshape(a: &Tensor) -> Grad {
+    let shape: Vec<usize> = a.shape().to_vec();
+    Grad::new("ViewBackward", move |g, _| {
+        Ok(vec![Some(g.reshape(shape.clone())?)])
+    })
+}
+
+/// transpose / permute: the inverse permutation.
+pub(crate) fn permute(perm: Vec<usize>) -> Grad {
+    let mut inv = vec![0isize; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i as isize;
+    }
+    Grad::new("PermuteBackward", move |g, _| {
+        Ok(vec![Some(g.permute(inv.clone())?)])
+    })
+}
+
+/// expand: sum over the broadcast dims.
+pub(crate) fn expand(a: &Tensor) -> Grad {
+    let ain = In::of(a);
+    Grad::new("ExpandBackward", move |g, _| Ok(vec![ain.reduce(g)?]))
+}
+
+/// Views that select elements (narrow, select, slice): the gradient is
+/// written into zeros of the input's shape through the same view.
+pub(crate) fn select_like(
+    a: &Tensor,
+    redo: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> Grad {
+    let ain = In::of(a);
+    let device = a.device();
+    Grad::new("SliceBackward", move |g, _| {
+        let z = Tensor::zeros(ain.shape.to_vec(), g.dtype(), &device)?;
+        redo(&z)?.copy_(g)?;
+        Ok(vec![Some(if z.dtype() != ain.dtype {
+            z.to_dtype(ain.dtype)?
+        } else {
+            z
+        })])
+    })
+}
+
+/// cat along `dim` of inputs with these sizes along it.
+pub(crate) fn cat(inputs: &[&Tensor], dim: usize) -> Grad {
+    let parts: Vec<(usize, DType)> = inputs
+        .iter()
+        .map(|t| (if t.ndim() == 0 { 0 } else { t.shape()[dim] }, t.dtype()))
+        .collect();
+    Grad::new("CatBackward", move |g, _| {
+        let mut at = 0;
+        parts
+            .iter()
+            .map(|&(n, dtype)| {
+                let s = g.narrow(dim as isize, at as isize, n)?;
+                at += n;
+                Ok(Some(if s.dtype() != dtype {
+                    s.to_dtype(dtype)?
+                } else {
+                    s
+                }))
+            })
+            .collect()
+    })
+}
+
+/// index_select along `dim`: inputs are [self, index].
+pub(crate) fn index_select(a: &Tensor, dim: usize, index: &Tensor) -> Grad {
+    let ain = In::of(a);
+    let si = Saved::new(index);
+    let device = a.device();
+    Grad::new("IndexSelectBackward", move |g, info| {
+        let z = Tensor::zeros(ain.shape.to_vec(), g.dtype(), &device)?;
+        z.index_add_(dim as isize, si.get(info)?, g)?;
+        Ok(vec![ain.reduce(&z)?, None])
+    })
+}
+
+/// gather along `dim`: inputs are [self, index].
+pub(crate) fn gather(a: &Tensor, dim: usize, index: &Tensor) -> Grad {
+    let ain = In::of(a);
+    let si = Saved::new(index);
+    let device = a.device();
+    Grad::new("GatherBackward", move |g, info| {
+        let z = Tensor::zeros(ain.shape.to_vec(), g.dtype(), &device)?;
+        z.scatter_add_(dim as isize, si.get(info)?, g)?;
+        Ok(vec![ain.reduce(&z)?, None])
+    })
+}
+
+/// A tensor over `buf`'s storage with `layout` (an internal strided view).
+fn strided(buf: &Tensor, layout: Layout) -> Tensor {
+    Tensor::from_parts(Arc::clone(buf.storage()), layout, buf.dtype(), true)
+}
+
+/// A zero buffer covering both layouts, which are offsets into one storage.
+fn buffer_for(
+    base: &Layout,
+    view: &Layout,
+    dtype: DType,
+    device: &crate::Device,
+) -> Result<Tensor> {
+    let extent = base.storage_end().max(view.storage_end());
+    Tensor::zeros([extent], dtype, device)
+}
+
+/// Gradient of a view regenerated from its base: `g` (view-shaped) is
+/// written into zeros of the base's shape at the view's place.
+pub(crate) fn as_strided_backward(base: Layout, view: Layout, dtype: DType) -> Grad {
+    Grad::new("AsStridedBackward", move |g, _| {
+        let buf = buffer_for(&base, &view, g.dtype(), &g.device())?;
+        // an expanded view (stride 0) collects the gradient of every copy
+        let mut region = view.clone();
+        let mut gv = g.alias();
+        let zero_dims: Vec<isize> = (0..view.ndim())
+            .filter(|&d| view.strides[d] == 0 && view.shape[d] > 1)
+            .map(|d| d as isize)
+            .collect();
+        if !zero_dims.is_empty() {
+            gv = gv.sum_dim(zero_dims.clone(), true)?;
+            for d in zero_dims {
+                region.shape[d as usize] = 1;
+            }
+        }
+        strided(&buf, region).copy_(&gv)?;
+        let r = strided(&buf, base.clone()).contiguous()?;
+        Ok(vec![Some(if r.dtype() != dtype {
+            r.to_dtype(dtype)?
+        } else {
+            r
+        })])
+    })
+}
+
+/// An in-place op through a view: the base's new history. `inner` is the
+/// op's formula (inputs [view, others...]); the result is [base, others...].
+pub(crate) fn copy_slices(base: Layout, view: Layout, dtype: DType, inner: Grad) -> Grad {
+    let name = inner.name;
+    let f = inner.f;
+    let _ = name;
+    Grad::new("CopySlices", move |g, info| {
+        let buf = buffer_for(&base, &view, g.dtype(), &g.device())?;
+        let gb = strided(&buf, base.clone());
+        gb.copy_(g)?;
+        let region = strided(&buf, view.clone());
+        let mut res = f(&region.contiguous()?, info)?;
+        let first = if res.is_empty() { None } else { res.remove(0) };
+        match first {
+            Some(gv) => region.copy_(&gv)?,
+            None => region.zero_()?,
+        };
+        let r = gb.contiguous()?;
+        let mut out = vec![Some(if r.dtype() != dtype {
+            r.to_dtype(dtype)?
+        } else {
+            r
+        })];
+        out.extend(res);
+        Ok(out)
+    })
+}
+
+/// index_add_ / scatter_add_ in place: inputs are [self, src].
+pub(crate) fn add_into(scatter: bool, dim: usize, index: &Tensor) -> Grad {
+    let si = Saved::new(index);
+    Grad::new(
+        if scatter {
+            "ScatterAddBackward"
+        } else {
+            "IndexAddBackward"
+        },
+        move |g, info| {
+            let idx = si.get(info)?;
+            let gs = if scatter {
+                g.gather(dim as isize, idx)?
+            } else {
+                g.index_select(dim as isize, idx)?
+            };
+            Ok(vec![Some(g.alias()), Some(gs)])
+        },
+    )
+}

@@ -1,0 +1,522 @@
+//! Reverse-mode automatic differentiation, define-by-run, with PyTorch's
+//! semantics — and in-place checks that say exactly what went wrong.
+//!
+//! Every op that reads a tensor requiring grad (while grad mode is on)
+//! records a [`Node`] on its output: the backward formula, the edges to the
+//! inputs' histories, the tensors it saved (with their versions) and the
+//! call site. `backward` walks the graph from the root.
+//!
+//! - An in-place op on a non-leaf *rebases* its history (the tensor's
+//!   `grad_fn` becomes the in-place op's node); through a view, the base's
+//!   history becomes a `CopySlices` node and the view's is regenerated
+//!   lazily from the base.
+//! - An in-place op on a leaf that requires grad (or a view of one) outside
+//!   `no_grad` is an immediate error.
+//! - A saved tensor modified after it was saved is an error at backward
+//!   that names the tensor, the node, both versions, the forward call site
+//!   and the call site of the in-place write — always, not only in anomaly
+//!   mode.
+//!
+//! ```
+//! use tensorguard::{Device, DType, Tensor};
+//! # fn main() -> tensorguard::Result<()> {
+//! let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &Device::Cpu)?.requires_grad(true)?;
+//! let y = x.mul(2.0)?;
+//! y.add_(1.0)?;                       // legal: y is not a leaf
+//! y.mean()?.backward()?;
+//! assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![2.0 / 3.0; 3]);
+//! # Ok(()) }
+//! ```
+
+mod engine;
+pub(crate) mod formulas;
+mod gradcheck;
+mod mode;
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::tensor::{Tensor, TensorImpl};
+
+pub use gradcheck::{gradcheck, GradcheckOptions};
+pub use mode::{
+    detect_anomaly, enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled,
+    set_grad_enabled, AnomalyGuard, GradModeGuard,
+};
+
+/// Autograd state of one tensor.
+#[derive(Default)]
+pub(crate) struct Meta {
+    /// A leaf created by the user with `requires_grad(true)`.
+    pub(crate) requires_grad: bool,
+    /// The node that produced this tensor (non-leaves).
+    pub(crate) grad_fn: Option<Arc<Node>>,
+    /// Accumulated gradient (leaves, and non-leaves that retain it).
+    pub(crate) grad: Option<Tensor>,
+    pub(crate) retains_grad: bool,
+    /// For a view: the storage version its `grad_fn` was made at (a later
+    /// in-place write makes it stale: it is then regenerated from the base).
+    pub(crate) view_version: Option<u64>,
+}
+
+/// What a backward function gets besides the gradient: who it is, for
+/// error messages.
+pub(crate) struct Info {
+    pub(crate) name: &'static str,
+    pub(crate) site: &'static Location<'static>,
+}
+
+/// A backward formula: gradient of the output -> gradient of each input
+/// (in the order of the node's edges; `None` for no gradient).
+pub(crate) type BackwardFn =
+    Box<dyn Fn(&Tensor, &Info) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
+
+/// A formula with its name, before it is attached to a graph.
+pub(crate) struct Grad {
+    pub(crate) name: &'static str,
+    pub(crate) f: BackwardFn,
+}
+
+impl Grad {
+    pub(crate) fn new(
+        name: &'static str,
+        f: impl Fn(&Tensor, &Info) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+    ) -> Grad {
+        Grad {
+            name,
+            f: Box::new(f),
+        }
+    }
+}
+
+/// Where a gradient flows: into the node that produced a tensor, or into a
+/// leaf's `.grad`.
+pub(crate) enum Edge {
+    Node(Arc<Node>),
+    Leaf(Tensor),
+}
+
+static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+
+/// One recorded op of the graph.
+pub(crate) struct Node {
+    pub(crate) id: u64,
+    pub(crate) name: &'static str,
+    pub(crate) site: &'static Location<'static>,
+    pub(crate) next: Vec<Option<Edge>>,
+    /// Taken when backward runs without `retain_graph`: frees saved tensors.
+    pub(crate) backward: Mutex<Option<BackwardFn>>,
+    /// Full backtrace of the forward op (anomaly mode only).
+    pub(crate) backtrace: Option<String>,
+    /// Non-leaf tensors whose `.grad` this node's output gradient fills.
+    pub(crate) retain: Mutex<Vec<Weak<TensorImpl>>>,
+}
+
+impl Node {
+    fn new(grad: Grad, next: Vec<Option<Edge>>, site: &'static Location<'static>) -> Arc<Node> {
+        Arc::new(Node {
+            id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
+            name: grad.name,
+            site,
+            next,
+            backward: Mutex::new(Some(grad.f)),
+            backtrace: is_anomaly_enabled()
+                .then(|| std::backtrace::Backtrace::force_capture().to_string()),
+            retain: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// A tensor saved for backward, with the version it had then.
+pub(crate) struct Saved {
+    t: Tensor,
+    version: u64,
+}
+
+impl Saved {
+    /// Save `t` (a handle without autograd history, sharing its storage and
+    /// version counter, so saving an output makes no reference cycle).
+    pub(crate) fn new(t: &Tensor) -> Saved {
+        Saved {
+            t: t.detach(),
+            version: t.version(),
+        }
+    }
+
+    /// The saved tensor, if it was not modified in place since.
+    pub(crate) fn get(&self, info: &Info) -> Result<&Tensor> {
+        let now = self.t.version();
+        if now != self.version {
+            return Err(Error::SavedTensorModified {
+                tensor: format!(
+                    "{} tensor of shape {:?} on {}",
+                    self.t.dtype(),
+                    self.t.shape(),
+                    self.t.device()
+                ),
+                node: info.name,
+                saved_version: self.version,
+                current_version: now,
+                forward: info.site,
+                modified_at: self.t.last_write_location(),
+            });
+        }
+        Ok(&self.t)
+    }
+}
+
+impl Tensor {
+    fn meta_flag(&self) -> bool {
+        self.0.tracked.load(Ordering::Acquire)
+            || self
+                .0
+                .base
+                .as_ref()
+                .is_some_and(|b| b.0.tracked.load(Ordering::Acquire))
+    }
+
+    fn set_tracked(&self) {
+        self.0.tracked.store(true, Ordering::Release);
+    }
+
+    /// Make this leaf tensor require (or not) a gradient; returns `self` for
+    /// chaining (`Tensor::randn(..)?.requires_grad(true)?`). Only leaves
+    /// can change this, as in PyTorch.
+    pub fn requires_grad(self, on: bool) -> Result<Tensor> {
+        self.set_requires_grad(on)?;
+        Ok(self)
+    }
+
+    /// Set whether this leaf requires a gradient.
+    pub fn set_requires_grad(&self, on: bool) -> Result<()> {
+        if on && !self.dtype().is_float() {
+            return Err(Error::invalid(
+                "requires_grad",
+                format!("only floating point tensors can require gradients, this one is {}. Cast it with `.to_dtype(DType::F32)?` first.", self.dtype()),
+            ));
+        }
+        let mut m = self.0.autograd.lock();
+        let meta = m.get_or_insert_with(Default::default);
+        if meta.grad_fn.is_some() {
+            return Err(Error::invalid(
+                "requires_grad",
+                "this tensor is the result of an op, so whether it requires grad follows its inputs. Call `.detach()` to get a leaf.",
+            ));
+        }
+        meta.requires_grad = on;
+        drop(m);
+        if on {
+            self.set_tracked();
+        }
+        Ok(())
+    }
+
+    /// Whether gradients flow into this tensor (a leaf that requires grad,
+    /// or the result of an op on one).
+    pub fn is_requires_grad(&self) -> bool {
+        if !self.meta_flag() {
+            return false;
+        }
+        {
+            let m = self.0.autograd.lock();
+            if m.as_ref()
+                .is_some_and(|m| m.requires_grad || m.grad_fn.is_some())
+            {
+                return true;
+            }
+        }
+        self.0.base.as_ref().is_some_and(|b| b.is_requires_grad())
+    }
+
+    /// True for tensors not produced by an op that records history (every
+    /// tensor that does not require grad is a leaf).
+    pub fn is_leaf(&self) -> bool {
+        self.grad_fn_node().is_none()
+    }
+
+    /// The accumulated gradient (leaves; non-leaves after `retain_grad`).
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0
+            .autograd
+            .lock()
+            .as_ref()
+            .and_then(|m| m.grad.as_ref().map(|g| g.alias()))
+    }
+
+    /// Replace (or clear, with `None`) the accumulated gradient.
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        if let Some(g) = &grad {
+            if g.shape() != self.shape() || g.dtype() != self.dtype() || g.device() != self.device()
+            {
+                return Err(Error::ShapeMismatch {
+                    op: "set_grad",
+                    lhs: self.shape().to_vec(),
+                    rhs: g.shape().to_vec(),
+                    hint: "a gradient must have the tensor's shape, dtype and device.".into(),
+                });
+            }
+        }
+        let mut m = self.0.autograd.lock();
+        m.get_or_insert_with(Default::default).grad = grad;
+        Ok(())
+    }
+
+    /// Clear the gradient (PyTorch's `zero_grad(set_to_none=True)`).
+    pub fn zero_grad(&self) {
+        if let Some(m) = self.0.autograd.lock().as_mut() {
+            m.grad = None;
+        }
+    }
+
+    /// Keep the gradient of this non-leaf in `.grad()` during backward.
+    pub fn retain_grad(&self) -> Result<()> {
+        match self.grad_fn_node() {
+            Some(node) => {
+                node.retain.lock().push(Arc::downgrade(&self.0));
+                if let Some(m) = self.0.autograd.lock().as_mut() {
+                    m.retains_grad = true;
+                }
+                Ok(())
+            }
+            None if self.is_requires_grad() => Ok(()), // a leaf keeps its grad anyway
+            None => Err(Error::invalid(
+                "retain_grad",
+                "this tensor does not require grad, so it will never have a gradient.",
+            )),
+        }
+    }
+
+    /// The name of the node that produced this tensor (`MulBackward`, ...).
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        self.grad_fn_node().map(|n| n.name)
+    }
+
+    /// A tensor sharing storage and version counter with `self`, without
+    /// history and not requiring grad (PyTorch's `detach`).
+    pub fn detach(&self) -> Tensor {
+        Tensor::from_parts(
+            std::sync::Arc::clone(self.storage()),
+            self.layout().clone(),
+            self.dtype(),
+            self.is_view(),
+        )
+    }
+
+    /// Detach this tensor in place: it becomes a leaf that does not require
+    /// grad.
+    pub fn detach_(&self) -> Result<&Tensor> {
+        if let Some(m) = self.0.autograd.lock().as_mut() {
+            if self.0.base.is_some() {
+                return Err(Error::invalid(
+                    "detach_",
+                    "a view cannot be detached in place; use `.detach()` to get a detached view.",
+                ));
+            }
+            m.grad_fn = None;
+            m.requires_grad = false;
+        }
+        Ok(self)
+    }
+
+    /// Compute gradients of this scalar with respect to every leaf that
+    /// requires grad; they accumulate into `.grad()`. The graph is freed.
+    #[track_caller]
+    pub fn backward(&self) -> Result<()> {
+        engine::backward(self, None, false)
+    }
+
+    /// [`backward`](Tensor::backward) with the gradient of `self` given (any
+    /// shape) and whether to keep the graph for another backward.
+    #[track_caller]
+    pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) -> Result<()> {
+        engine::backward(self, Some(grad), retain_graph)
+    }
+
+    /// The current node of this tensor, regenerating a stale view's.
+    pub(crate) fn grad_fn_node(&self) -> Option<Arc<Node>> {
+        if !self.meta_flag() {
+            return None;
+        }
+        let Some(base) = &self.0.base else {
+            return self
+                .0
+                .autograd
+                .lock()
+                .as_ref()
+                .and_then(|m| m.grad_fn.clone());
+        };
+        {
+            let m = self.0.autograd.lock();
+            if let Some(m) = m.as_ref() {
+                if m.view_version == Some(self.version()) {
+                    return m.grad_fn.clone();
+                }
+            }
+        }
+        // No history yet, or the storage was written in place since it was
+        // made: the view is "a strided view of the base's current history".
+        let node = edge_of(base).map(|e| {
+            let (bl, vl, dtype) = (base.layout().clone(), self.layout().clone(), self.dtype());
+            Node::new(
+                formulas::as_strided_backward(bl, vl, dtype),
+                vec![Some(e)],
+                Location::caller(),
+            )
+        });
+        let mut m = self.0.autograd.lock();
+        let meta = m.get_or_insert_with(Default::default);
+        meta.grad_fn = node.clone();
+        meta.view_version = Some(self.version());
+        drop(m);
+        if node.is_some() {
+            self.set_tracked();
+        }
+        node
+    }
+}
+
+/// Where gradients for `t` go, if anywhere.
+pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
+    if !t.meta_flag() {
+        return None;
+    }
+    if let Some(n) = t.grad_fn_node() {
+        return Some(Edge::Node(n));
+    }
+    let m = t.0.autograd.lock();
+    m.as_ref()
+        .filter(|m| m.requires_grad)
+        .map(|_| Edge::Leaf(t.alias()))
+}
+
+/// True when an op reading `inputs` must record history.
+pub(crate) fn tracking(inputs: &[&Tensor]) -> bool {
+    inputs.iter().any(|t| t.meta_flag())
+        && is_grad_enabled()
+        && inputs.iter().any(|t| t.is_requires_grad())
+}
+
+/// Record that `out` was computed from `inputs` by `grad`'s op.
+pub(crate) fn record(
+    out: &Tensor,
+    inputs: &[&Tensor],
+    site: &'static Location<'static>,
+    grad: Grad,
+) {
+    let next = inputs.iter().map(|t| edge_of(t)).collect();
+    let node = Node::new(grad, next, site);
+    set_grad_fn(out, node);
+}
+
+fn set_grad_fn(out: &Tensor, node: Arc<Node>) {
+    let mut m = out.0.autograd.lock();
+    m.get_or_insert_with(Default::default).grad_fn = Some(node);
+    drop(m);
+    out.set_tracked();
+}
+
+/// Record a view op: like [`record`], and the view remembers at which
+/// version of the storage its history was made.
+pub(crate) fn record_view(
+    out: &Tensor,
+    input: &Tensor,
+    site: &'static Location<'static>,
+    grad: Grad,
+) {
+    record(out, &[input], site, grad);
+    if let Some(m) = out.0.autograd.lock().as_mut() {
+        m.view_version = Some(out.version());
+    }
+}
+
+fn is_leaf_requiring_grad(t: &Tensor) -> bool {
+    let m = t.0.autograd.lock();
+    m.as_ref()
+        .is_some_and(|m| m.requires_grad && m.grad_fn.is_none())
+}
+
+/// State captured before an in-place op on `target`.
+pub(crate) struct Inplace {
+    /// The target's value before the op, without history.
+    pub(crate) old: Tensor,
+    target_edge: Option<Edge>,
+    base: Option<(Tensor, Option<Edge>)>,
+    other_edges: Vec<Option<Edge>>,
+}
+
+/// Checks and captures before an in-place op on `target` reading `others`.
+/// `Ok(None)` when no history needs recording.
+#[track_caller]
+pub(crate) fn inplace_begin(
+    op: &'static str,
+    target: &Tensor,
+    others: &[&Tensor],
+    site: &'static Location<'static>,
+) -> Result<Option<Inplace>> {
+    if !is_grad_enabled() || (!target.meta_flag() && !others.iter().any(|t| t.meta_flag())) {
+        return Ok(None);
+    }
+    let base = target.0.base.as_ref().map(|b| b.alias());
+    let leaf = match &base {
+        Some(b) => is_leaf_requiring_grad(b),
+        None => is_leaf_requiring_grad(target),
+    };
+    if leaf {
+        return Err(Error::InplaceOnLeaf {
+            op,
+            view: base.is_some(),
+            location: site,
+        });
+    }
+    let mut all: Vec<&Tensor> = vec![target];
+    all.extend_from_slice(others);
+    if !all.iter().any(|t| t.is_requires_grad()) {
+        return Ok(None);
+    }
+    let old = {
+        let _g = GradModeGuard::disabled();
+        target.detach().clone()?
+    };
+    Ok(Some(Inplace {
+        old,
+        target_edge: edge_of(target),
+        base: base.map(|b| {
+            let e = edge_of(&b);
+            (b, e)
+        }),
+        other_edges: others.iter().map(|t| edge_of(t)).collect(),
+    }))
+}
+
+/// After the in-place op: rebase the target's history onto `grad` (whose
+/// edges are [target, others...]), or through a view, the base's onto a
+/// `CopySlices` node.
+pub(crate) fn inplace_finish(
+    target: &Tensor,
+    before: Inplace,
+    site: &'static Location<'static>,
+    grad: Grad,
+) {
+    let mut next = vec![before.target_edge];
+    next.extend(before.other_edges);
+    match before.base {
+        None => set_grad_fn(target, Node::new(grad, next, site)),
+        Some((base, base_edge)) => {
+            let copy = formulas::copy_slices(
+                base.layout().clone(),
+                target.layout().clone(),
+                base.dtype(),
+                grad,
+            );
+            let mut edges = vec![base_edge];
+            edges.extend(next.into_iter().skip(1));
+            set_grad_fn(&base, Node::new(copy, edges, site));
+            // every view of the base (the target included) now regenerates
+            // its history from the base: the write bumped the version
+        }
+    }
+}
