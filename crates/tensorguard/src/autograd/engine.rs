@@ -23,11 +23,14 @@ fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
     let meta = m.get_or_insert_with(Default::default);
     meta.grad = Some(match meta.grad.take() {
         None => {
-            // never hand out a view of someone else's memory as `.grad`
-            if g.is_view() || !g.is_contiguous() {
-                g.clone()?
-            } else {
+            // `.grad` must own its memory: a gradient that is shared (the
+            // same tensor flowing to two leaves) or a view is copied
+            let exclusive = std::sync::Arc::strong_count(&g.0) == 1
+                && std::sync::Arc::strong_count(g.storage()) == 1;
+            if exclusive && g.is_contiguous() {
                 g
+            } else {
+                g.clone()?
             }
         }
         Some(old) => old.add(&g)?,

@@ -76,7 +76,9 @@ impl In {
 
 /// The second operand as the formula sees it.
 pub(crate) enum Other {
-    Tensor(Saved, In2),
+    /// The operand's value (dropped by ops whose gradient does not need it)
+    /// and its shape/dtype.
+    Tensor(Option<Saved>, In2),
     Scalar(Scalar),
 }
 
@@ -84,16 +86,37 @@ pub(crate) struct In2(In);
 
 impl Other {
     pub(crate) fn tensor(t: &Tensor) -> Other {
-        Other::Tensor(Saved::new(t), In2(In::of(t)))
+        Other::Tensor(Some(Saved::new(t)), In2(In::of(t)))
+    }
+}
+
+/// A tensor saved only by the formulas that need it.
+fn saved<'s>(s: &'s Option<Saved>, info: &Info) -> Result<&'s Tensor> {
+    match s {
+        Some(s) => s.get(info),
+        None => unreachable_grad(),
     }
 }
 
 /// Gradients of the elementwise binary ops (`a` is the input's value before
-/// the op, `out` the result).
+/// the op, `out` the result). Only the values the formula reads are saved,
+/// so e.g. `add` keeps no activation alive.
 pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     let ain = In::of(a);
-    let sa = Saved::new(a);
-    let so = Saved::new(out);
+    let b_is_tensor = matches!(b, Other::Tensor(..));
+    let needs_a = matches!(op, BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum)
+        || (op == BinaryOp::Mul && b_is_tensor);
+    let needs_b = matches!(
+        op,
+        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum
+    );
+    let needs_out = b_is_tensor && matches!(op, BinaryOp::Div | BinaryOp::Pow);
+    let sa = needs_a.then(|| Saved::new(a));
+    let so = needs_out.then(|| Saved::new(out));
+    let b = match b {
+        Other::Tensor(s, i) => Other::Tensor(s.filter(|_| needs_b), i),
+        other => other,
+    };
     let name = match op {
         BinaryOp::Add => "AddBackward",
         BinaryOp::Sub => "SubBackward",
@@ -114,31 +137,35 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
             Other::Tensor(..) => None,
         };
         // the other operand's value, as a tensor or a number
-        let bt = |info: &Info| -> Result<Option<&Tensor>> { bval.map(|s| s.get(info)).transpose() };
+        let bt = |info: &Info| -> Result<Option<&Tensor>> {
+            bval.and_then(|s| s.as_ref())
+                .map(|s| s.get(info))
+                .transpose()
+        };
         let (ga, gb): (Tensor, Option<Tensor>) = match op {
             BinaryOp::Add => (g.alias(), Some(g.alias())),
             BinaryOp::Sub => (g.alias(), Some(g.neg()?)),
             BinaryOp::Mul => match (bt(info)?, scalar) {
-                (Some(b), _) => (g.mul(b)?, Some(g.mul(sa.get(info)?)?)),
+                (Some(b), _) => (g.mul(b)?, Some(g.mul(saved(&sa, info)?)?)),
                 (None, Some(s)) => (g.mul(s)?, None),
                 _ => unreachable_grad()?,
             },
             BinaryOp::Div => match (bt(info)?, scalar) {
                 (Some(b), _) => {
                     let ga = g.div(b)?;
-                    let gb = ga.mul(so.get(info)?)?.neg()?;
+                    let gb = ga.mul(saved(&so, info)?)?.neg()?;
                     (ga, Some(gb))
                 }
                 (None, Some(s)) => (g.div(s)?, None),
                 _ => unreachable_grad()?,
             },
             BinaryOp::Pow => {
-                let x = sa.get(info)?;
+                let x = saved(&sa, info)?;
                 match (bt(info)?, scalar) {
                     (Some(e), _) => {
                         let ga = g.mul(e)?.mul(&x.pow(&e.sub(1.0)?)?)?;
                         // d/de x^e = x^e ln x, taken as 0 where x == 0 and e >= 0
-                        let lg = so.get(info)?.mul(&x.log()?)?;
+                        let lg = saved(&so, info)?.mul(&x.log()?)?;
                         let zero = x.eq(0.0)?;
                         let gb = g.mul(&lg.masked_fill(&zero, 0.0)?)?;
                         (ga, Some(gb))
@@ -154,7 +181,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
                 }
             }
             BinaryOp::Maximum | BinaryOp::Minimum => {
-                let x = sa.get(info)?;
+                let x = saved(&sa, info)?;
                 let y = match (bt(info)?, scalar) {
                     (Some(b), _) => b.alias(),
                     (None, Some(s)) => Tensor::full((), s, x.dtype(), &x.device())?,
@@ -198,8 +225,8 @@ fn unreachable_grad<T>() -> Result<T> {
 pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
     use crate::device::kernel::UnaryOp::*;
     let ain = In::of(a);
-    let sa = Saved::new(a);
-    let so = Saved::new(out);
+    let sa = matches!(op, Abs | Log).then(|| Saved::new(a));
+    let so = matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out));
     let name = match op {
         Neg => "NegBackward",
         Abs => "AbsBackward",
@@ -214,23 +241,23 @@ pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor
         let gi = match op {
             Neg => g.neg()?,
             Abs => {
-                let x = sa.get(info)?;
+                let x = saved(&sa, info)?;
                 let sign = x
                     .gt(0.0)?
                     .to_dtype(x.dtype())?
                     .sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
                 g.mul(&sign)?
             }
-            Relu => g.mul(&so.get(info)?.gt(0.0)?)?,
-            Exp => g.mul(so.get(info)?)?,
-            Log => g.div(sa.get(info)?)?,
-            Sqrt => g.div(&so.get(info)?.mul(2.0)?)?,
+            Relu => g.mul(&saved(&so, info)?.gt(0.0)?)?,
+            Exp => g.mul(saved(&so, info)?)?,
+            Log => g.div(saved(&sa, info)?)?,
+            Sqrt => g.div(&saved(&so, info)?.mul(2.0)?)?,
             Sigmoid => {
-                let y = so.get(info)?;
+                let y = saved(&so, info)?;
                 g.mul(y)?.mul(&y.neg()?.add(1.0)?)?
             }
             Tanh => {
-                let y = so.get(info)?;
+                let y = saved(&so, info)?;
                 g.mul(&y.mul(y)?.neg()?.add(1.0)?)?
             }
         };
@@ -312,8 +339,8 @@ pub(crate) fn reduce(
 ) -> Grad {
     use crate::device::kernel::ReduceOp::*;
     let ain = In::of(a);
-    let sa = Saved::new(a);
-    let so = Saved::new(out);
+    let sa = matches!(op, Prod | Max | Min | Var { .. } | Std { .. }).then(|| Saved::new(a));
+    let so = matches!(op, Prod | Max | Min | Std { .. }).then(|| Saved::new(out));
     let dims: Vec<usize> = dims.to_vec();
     let n: usize = dims.iter().map(|&d| a.shape()[d]).product();
     let name = match op {
@@ -333,8 +360,8 @@ pub(crate) fn reduce(
             Sum => gk.expand(ain.shape.to_vec())?,
             Mean => gk.div(n as f64)?.expand(ain.shape.to_vec())?,
             Prod => {
-                let x = sa.get(info)?;
-                let out_k = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                let x = saved(&sa, info)?;
+                let out_k = unsqueeze_dims(saved(&so, info)?, &dims, keepdim)?;
                 let zero = x.eq(0.0)?;
                 let zeros_in_lane = zero.sum_dim(ik.clone(), true)?;
                 // no zero in the lane: out / x
@@ -345,20 +372,20 @@ pub(crate) fn reduce(
                 plain.add(&single)?.mul(&gk)?
             }
             Max | Min => {
-                let x = sa.get(info)?;
-                let out_k = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                let x = saved(&sa, info)?;
+                let out_k = unsqueeze_dims(saved(&so, info)?, &dims, keepdim)?;
                 let hit = x.eq(&out_k)?;
                 let count = hit.sum_dim(ik.clone(), true)?;
                 Tensor::where_cond(&hit, &gk.div(&count)?, 0.0)?
             }
             Var { correction } | Std { correction } => {
-                let x = sa.get(info)?;
+                let x = saved(&sa, info)?;
                 let mean = x.mean_dim(ik.clone(), true)?;
                 let d = (n as f64 - correction).max(0.0);
                 let gv = x.sub(&mean)?.mul(2.0 / d)?;
                 match op {
                     Std { .. } => {
-                        let sd = unsqueeze_dims(so.get(info)?, &dims, keepdim)?;
+                        let sd = unsqueeze_dims(saved(&so, info)?, &dims, keepdim)?;
                         gv.mul(&gk)?.div(&sd.mul(2.0)?)?
                     }
                     _ => gv.mul(&gk)?,
@@ -611,7 +638,9 @@ pub(crate) fn copy_slices(base: Layout, view: Layout, dtype: DType, inner: Grad)
         let gb = strided(&buf, base.clone());
         gb.copy_(g)?;
         let region = strided(&buf, view.clone());
-        let mut res = f(&region.contiguous()?, info)?;
+        // a deep copy: the formula may return (aliases of) its input, and
+        // `region` is overwritten below
+        let mut res = f(&region.clone()?, info)?;
         let first = if res.is_empty() { None } else { res.remove(0) };
         match first {
             Some(gv) => region.copy_(&gv)?,

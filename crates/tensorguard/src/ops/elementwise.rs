@@ -137,9 +137,8 @@ pub(crate) fn binary(
         Operand::Tensor(t) => Some(t),
         Operand::Scalar(_) => None,
     };
-    let others: Vec<&Tensor> = b_tensor.into_iter().collect();
     let before = if inplace {
-        autograd::inplace_begin(name, a, &others, site)?
+        autograd::inplace_begin(name, a, b_tensor.as_slice(), site)?
     } else {
         None
     };
@@ -179,10 +178,19 @@ pub(crate) fn binary(
         };
         autograd::inplace_finish(&out, before, site, grad);
     } else if !inplace && !op.is_comparison() && produced.is_float() {
-        let mut ins = vec![a];
-        ins.extend(b_tensor);
-        if autograd::tracking(&ins) {
-            autograd::record(&out, &ins, site, formulas::binary(op, a, other(), &out));
+        let (pair, single);
+        let ins: &[&Tensor] = match b_tensor {
+            Some(t) => {
+                pair = [a, t];
+                &pair
+            }
+            None => {
+                single = [a];
+                &single
+            }
+        };
+        if autograd::tracking(ins) {
+            autograd::record(&out, ins, site, formulas::binary(op, a, other(), &out));
         }
     }
     Ok(out)
