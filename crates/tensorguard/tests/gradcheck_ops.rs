@@ -75,10 +75,6 @@ fn pos_leaf_on(dev: &Device, shape: &[usize], seed: u64) -> Tensor {
         .unwrap()
 }
 
-fn pos_leaf(shape: &[usize], seed: u64) -> Tensor {
-    pos_leaf_on(&CPU, shape, seed)
-}
-
 /// An f64 constant (not requiring grad).
 fn konst(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_slice(&vals(numel(shape), seed), shape, &CPU).unwrap()
@@ -882,4 +878,63 @@ fn gc_inplace_in_larger_graph_with_broadcasting() {
         },
         &[a.alias(), b.alias(), w.alias()],
     );
+}
+
+// ---------------------------------------------------------------------------
+// Non-contiguous inputs, 0-d and empty tensors
+// ---------------------------------------------------------------------------
+
+#[test]
+fn gc_ops_on_non_contiguous_inputs() {
+    let a = leaf(&[3, 4], 53);
+    let s = &[a.alias()];
+    check(|x| x[0].t()?.sum_dim(1, false), s);
+    check(|x| x[0].t()?.mean_dim(0, true), s);
+    check(|x| x[0].t()?.var_dim(1, 1.0, false), s);
+    check(|x| x[0].t()?.softmax(1), s);
+    check(|x| x[0].t()?.log_softmax(0), s);
+    check(|x| x[0].t()?.prod_dim(1, false), s);
+    check(|x| Ok(x[0].t()?.max_dim(1, false)?.0), s);
+    check(|x| x[0].slice_step(1, .., 2)?.exp(), s);
+    check(|x| x[0].t()?.matmul(&x[0]), s);
+    check(
+        |x| {
+            x[0].t()?
+                .gather(0, &idx(&[0, 1, 2, 3, 1, 0], &[2, 3], &CPU))
+        },
+        s,
+    );
+    check(|x| x[0].t()?.index_select(1, &idx(&[2, 0], &[2], &CPU)), s);
+    check(
+        |x| Tensor::cat(&[&x[0].t()?, &x[0].slice(0, ..1)?.t()?], 1),
+        s,
+    );
+}
+
+#[test]
+fn gc_zero_dim_and_single_element() {
+    let s = leaf(&[], 54);
+    check(|x| x[0].exp(), &[s.alias()]);
+    check(|x| x[0].sum(), &[s.alias()]);
+    check(|x| x[0].mean(), &[s.alias()]);
+    check(|x| x[0].prod(), &[s.alias()]);
+    check(|x| x[0].unsqueeze(0)?.expand([3]), &[s.alias()]);
+    let a = leaf(&[2, 3], 55);
+    check(|x| x[0].mul(&x[1])?.sum(), &[a.alias(), s.alias()]);
+    check(|x| x[0].select(0, 1)?.select(0, 2), &[a.alias()]);
+    let one = leaf(&[1, 1], 56);
+    check(|x| x[0].squeeze()?.mul(2.0), &[one.alias()]);
+    check(|x| x[0].max(), &[one.alias()]);
+}
+
+#[test]
+fn empty_tensors_get_empty_gradients() -> Result<()> {
+    let e = Tensor::zeros([0, 3], DType::F64, &CPU)?.requires_grad(true)?;
+    e.sum()?.backward()?;
+    let g = e.grad().expect("a gradient, even if empty");
+    assert_eq!(g.shape(), &[0, 3]);
+    let a = leaf(&[2, 3], 57);
+    Tensor::cat(&[&a, &e], 0)?.exp()?.sum()?.backward()?;
+    assert_eq!(a.grad().unwrap().shape(), &[2, 3]);
+    Ok(())
 }

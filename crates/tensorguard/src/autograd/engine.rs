@@ -55,6 +55,7 @@ fn check_finite(node: &Node, g: &Tensor, input: usize) -> Result<()> {
     Ok(())
 }
 
+#[track_caller]
 pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool) -> Result<()> {
     let site = Location::caller();
     let Some(edge) = edge_of(root) else {

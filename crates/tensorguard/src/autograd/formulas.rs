@@ -84,6 +84,24 @@ pub(crate) enum Other {
 
 pub(crate) struct In2(In);
 
+impl Saved {
+    /// In an in-place op, an operand that shares memory (and so the version
+    /// counter) with the tensor written was saved after the write: its value
+    /// may be the new one. Mark it as saved before the write, so backward
+    /// reports it as modified in place (as PyTorch does) instead of using a
+    /// wrong value. (An out-of-place op's output is fresh memory.)
+    fn before_write_to(self, target: &Tensor) -> Saved {
+        if self.t.shares_storage(target) {
+            Saved {
+                version: self.version.saturating_sub(1),
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+}
+
 impl Other {
     pub(crate) fn tensor(t: &Tensor) -> Other {
         Other::Tensor(Some(Saved::new(t)), In2(In::of(t)))
@@ -114,7 +132,9 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     let sa = needs_a.then(|| Saved::new(a));
     let so = needs_out.then(|| Saved::new(out));
     let b = match b {
-        Other::Tensor(s, i) => Other::Tensor(s.filter(|_| needs_b), i),
+        Other::Tensor(s, i) => {
+            Other::Tensor(s.filter(|_| needs_b).map(|s| s.before_write_to(out)), i)
+        }
         other => other,
     };
     let name = match op {
@@ -163,10 +183,12 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
                 let x = saved(&sa, info)?;
                 match (bt(info)?, scalar) {
                     (Some(e), _) => {
+                        // d/dx x^e = e x^(e-1), taken as 0 where e == 0 (PyTorch)
                         let ga = g.mul(e)?.mul(&x.pow(&e.sub(1.0)?)?)?;
+                        let ga = ga.masked_fill(&e.eq(0.0)?, 0.0)?;
                         // d/de x^e = x^e ln x, taken as 0 where x == 0 and e >= 0
                         let lg = saved(&so, info)?.mul(&x.log()?)?;
-                        let zero = x.eq(0.0)?;
+                        let zero = x.eq(0.0)?.mul(&e.ge(0.0)?)?;
                         let gb = g.mul(&lg.masked_fill(&zero, 0.0)?)?;
                         (ga, Some(gb))
                     }
@@ -270,13 +292,14 @@ pub(crate) fn clamp(a: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Gra
     let ain = In::of(a);
     let sa = Saved::new(a);
     Grad::new("ClampBackward", move |g, info| {
+        // PyTorch passes the gradient only strictly inside the bounds
         let x = sa.get(info)?;
         let mut gi = g.alias();
         if let Some(lo) = min {
-            gi = Tensor::where_cond(&x.ge(lo)?, &gi, 0.0)?;
+            gi = Tensor::where_cond(&x.gt(lo)?, &gi, 0.0)?;
         }
         if let Some(hi) = max {
-            gi = Tensor::where_cond(&x.le(hi)?, &gi, 0.0)?;
+            gi = Tensor::where_cond(&x.lt(hi)?, &gi, 0.0)?;
         }
         Ok(vec![ain.reduce(&gi)?])
     })

@@ -461,10 +461,7 @@ pub(crate) fn inplace_begin(
         return Ok(None);
     }
     let base = target.0.base.as_ref().map(|b| b.alias());
-    let leaf = match &base {
-        Some(b) => is_leaf_requiring_grad(b),
-        None => is_leaf_requiring_grad(target),
-    };
+    let leaf = is_leaf_requiring_grad(target) || base.as_ref().is_some_and(is_leaf_requiring_grad);
     if leaf {
         return Err(Error::InplaceOnLeaf {
             op,

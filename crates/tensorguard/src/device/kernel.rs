@@ -115,6 +115,20 @@ pub(crate) enum UnaryOp {
 }
 
 impl UnaryOp {
+    /// The name of the in-place variant (`exp_`, ...).
+    pub(crate) fn inplace_name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg_",
+            UnaryOp::Abs => "abs_",
+            UnaryOp::Relu => "relu_",
+            UnaryOp::Exp => "exp_",
+            UnaryOp::Log => "log_",
+            UnaryOp::Sqrt => "sqrt_",
+            UnaryOp::Sigmoid => "sigmoid_",
+            UnaryOp::Tanh => "tanh_",
+        }
+    }
+
     /// Ops whose result is always floating (ints are promoted).
     pub(crate) fn is_float_only(self) -> bool {
         matches!(
@@ -155,6 +169,25 @@ pub(crate) enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// The name of the in-place variant (`add_`, ...).
+    pub(crate) fn inplace_name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add_",
+            BinaryOp::Sub => "sub_",
+            BinaryOp::Mul => "mul_",
+            BinaryOp::Div => "div_",
+            BinaryOp::Pow => "pow_",
+            BinaryOp::Maximum => "maximum_",
+            BinaryOp::Minimum => "minimum_",
+            BinaryOp::Eq => "eq_",
+            BinaryOp::Ne => "ne_",
+            BinaryOp::Lt => "lt_",
+            BinaryOp::Le => "le_",
+            BinaryOp::Gt => "gt_",
+            BinaryOp::Ge => "ge_",
+        }
+    }
+
     pub(crate) fn is_comparison(self) -> bool {
         matches!(
             self,

@@ -138,7 +138,7 @@ pub(crate) fn binary(
         Operand::Scalar(_) => None,
     };
     let before = if inplace {
-        autograd::inplace_begin(name, a, b_tensor.as_slice(), site)?
+        autograd::inplace_begin(op.inplace_name(), a, b_tensor.as_slice(), site)?
     } else {
         None
     };
@@ -240,7 +240,7 @@ pub(crate) fn unary(
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
     let before = if inplace {
-        autograd::inplace_begin(name, a, &[], site)?
+        autograd::inplace_begin(op.inplace_name(), a, &[], site)?
     } else {
         None
     };
@@ -287,7 +287,7 @@ fn clamp_impl(
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
     let before = if inplace {
-        autograd::inplace_begin("clamp", a, &[], site)?
+        autograd::inplace_begin("clamp_", a, &[], site)?
     } else {
         None
     };
