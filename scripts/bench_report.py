@@ -7,8 +7,10 @@ benches/peers/pytorch_bench.py in the same session (needs `pip install torch
 numpy`; never needed to build or test tensorguard).
 
 A second section prints the device-runtime ratios when the results of
-`cargo bench -p tensorguard --bench device` exist. Each section is skipped,
-with a note, when its results are missing.
+`cargo bench -p tensorguard --bench device` exist, and a third the autograd
+figures of `cargo bench -p tensorguard --bench autograd` (with --pytorch, next
+to benches/peers/pytorch_autograd_bench.py run in the same session). Each
+section is skipped, with a note, when its results are missing.
 """
 import argparse
 import json
@@ -75,6 +77,63 @@ def device_section():
         print(f"  {name:<34} {fmt_time(s):>11}  {note}")
 
 
+def run_peer(script):
+    """Run a peer bench script with --json and return its results."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "peer.json")
+        subprocess.run([sys.executable, os.path.join(ROOT, "benches", "peers", script), "--json", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
+def autograd_section(args):
+    """Figures of benches/autograd.rs: per-op recording cost, MLP step vs PyTorch, anomaly overhead."""
+    print()
+    print("autograd (benches/autograd.rs)")
+    need = {
+        "autograd_overhead": ["add_1elem_graph", "add_1elem_no_grad", "add_1elem_plain"],
+        "autograd_mlp": ["step", "step_anomaly"],
+    }
+    missing = [f"{g}/{n}" for g, ns in need.items() for n in ns if not have(g, [n])]
+    if missing:
+        print(f"  skipped: no results for {', '.join(missing)}; run "
+              "`cargo bench -p tensorguard --bench autograd -- --noplot` first")
+        return
+    m = {f"{g}/{n}": median(g, n) for g, ns in need.items() for n in ns}
+    torch = run_peer("pytorch_autograd_bench.py") if args.pytorch else None
+    gr, ng, pl = (m[f"autograd_overhead/add_1elem_{k}"] for k in ("graph", "no_grad", "plain"))
+    step, anom = m["autograd_mlp/step"], m["autograd_mlp/step_anomaly"]
+    rows = [
+        ("1-elem add, a requires grad", gr, f"{gr * 1e9:.0f} ns/op: graph recorded, then dropped"),
+        ("1-elem add, under no_grad", ng, f"{ng * 1e9:.0f} ns/op; recording costs {(gr - ng) * 1e9:+.0f} ns/op "
+                                          f"({gr / ng:.2f}x)"),
+        ("1-elem add, no grad anywhere", pl, f"{pl * 1e9:.0f} ns/op; no_grad on a grad leaf costs "
+                                             f"{(ng - pl) * 1e9:+.0f} ns/op"),
+        ("MLP step 64x784-256-256-10 f32", step, "zero_grad + forward + cross-entropy + backward"),
+        ("MLP step, detect_anomaly", anom, f"{anom / step:.1f}x the plain step (anomaly-mode overhead)"),
+    ]
+    print(f"  {'benchmark':<34} {'median':>11}  {'note':<62} {'PyTorch':>10} {'tg/torch':>8}")
+    peer = {}
+    if torch:
+        peer = {
+            "1-elem add, a requires grad": torch["tiny_add_graph_ns"] * 1e-9,
+            "1-elem add, under no_grad": torch["tiny_add_no_grad_ns"] * 1e-9,
+            "MLP step 64x784-256-256-10 f32": torch["mlp_step"],
+        }
+    for name, s, note in rows:
+        t = peer.get(name)
+        tcol = fmt_time(t) if t else ""
+        rcol = f"{s / t:7.2f}x" if t else ""
+        print(f"  {name:<34} {fmt_time(s):>11}  {note:<62} {tcol:>10} {rcol:>8}")
+    if torch:
+        print(f"  PyTorch {torch['torch_version']}, {torch['num_threads']} threads: MLP step "
+              f"{torch['mlp_step'] * 1e3:.3f} ms; tensorguard takes {step / torch['mlp_step']:.2f}x PyTorch's time; "
+              f"PyTorch records a node in {torch['tiny_add_graph_ns'] - torch['tiny_add_no_grad_ns']:+.0f} ns/op")
+    else:
+        print("  (pass --pytorch to run benches/peers/pytorch_autograd_bench.py for the PyTorch column)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pytorch", action="store_true", help="also run the PyTorch peer bench now")
@@ -85,6 +144,7 @@ def main():
     else:
         print("core benchmarks: skipped: no results; run `cargo bench -p tensorguard --bench core` first")
     device_section()
+    autograd_section(args)
 
 
 def core_section(args):
@@ -110,11 +170,7 @@ def core_section(args):
 
     torch = None
     if args.pytorch:
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "torch.json")
-            subprocess.run([sys.executable, os.path.join(ROOT, "benches", "peers", "pytorch_bench.py"), "--json", out], check=True, stdout=subprocess.DEVNULL)
-            with open(out) as f:
-                torch = json.load(f)
+        torch = run_peer("pytorch_bench.py")
     peer = {
         "add_alloc 16M f32": "add_alloc_16M",
         "mul_alloc 16M f32": "mul_alloc_16M",

@@ -166,6 +166,15 @@ fn binary(c: &mut Cases) {
         let ex = leaf(t(&[2.0, 0.0, 1.0, 0.0, 3.0], &[5], dt)?)?;
         Ok((base.pow(&ex)?, vec![("base", base), ("exp", ex)]))
     });
+    c.add("pow/zero_base_negative_exp", |dt| {
+        let base = leaf(t(&[0.0, 0.0, 2.0], &[3], dt)?)?;
+        let ex = leaf(t(&[-1.0, -2.0, -1.0], &[3], dt)?)?;
+        Ok((base.pow(&ex)?, vec![("base", base), ("exp", ex)]))
+    });
+    const Z: &[f64] = &[0.0, 1.0, 4.0];
+    c.red("pow/scalar_exp_0_at_zero", Z, &[3], |x| x.pow(0.0));
+    c.red("pow/scalar_exp_2_at_zero", Z, &[3], |x| x.pow(2.0));
+    c.red("pow/scalar_exp_0.5_at_zero", Z, &[3], |x| x.pow(0.5));
     for (name, f) in [
         ("ties/maximum", (|a, b| a.maximum(b)) as BinFn),
         ("ties/minimum", |a, b| a.minimum(b)),
@@ -266,6 +275,13 @@ fn unary(c: &mut Cases) {
     c.red("unary/log", POS, &[2, 3], |x| x.log());
     c.red("unary/sqrt", POS, &[2, 3], |x| x.sqrt());
     c.red("unary/clamp_-1_1", UN, &[2, 3], |x| x.clamp(-1.0, 1.0));
+    // at the kinks (PyTorch's subgradient choices)
+    const KINK: &[f64] = &[-1.0, 0.0, 1.0];
+    c.red("kink/relu_at_0", KINK, &[3], |x| x.relu());
+    c.red("kink/abs_at_0", KINK, &[3], |x| x.abs());
+    c.red("kink/clamp_at_bounds", KINK, &[3], |x| x.clamp(-1.0, 1.0));
+    c.red("kink/clamp_min_at_bound", KINK, &[3], |x| x.clamp_min(0.0));
+    c.red("kink/clamp_max_at_bound", KINK, &[3], |x| x.clamp_max(0.0));
 }
 
 fn matmul(c: &mut Cases) {
