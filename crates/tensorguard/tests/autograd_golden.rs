@@ -13,6 +13,8 @@
 //! infinities compare exactly. A golden case that is not rebuilt here, or a
 //! case here missing from the file, fails the test.
 
+mod golden_util;
+use golden_util::json_elem;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -429,19 +431,6 @@ fn all_cases() -> Cases {
 }
 
 // ------------------------------------------------------------ comparison
-
-fn json_elem(v: &Value) -> std::result::Result<f64, String> {
-    match v {
-        Value::Number(n) => n.as_f64().ok_or_else(|| format!("bad number {n}")),
-        Value::String(s) => match s.as_str() {
-            "nan" => Ok(f64::NAN),
-            "inf" => Ok(f64::INFINITY),
-            "-inf" => Ok(f64::NEG_INFINITY),
-            _ => Err(format!("bad value string {s:?}")),
-        },
-        _ => Err(format!("bad value {v}")),
-    }
-}
 
 fn values(t: &Tensor) -> Result<Vec<f64>> {
     match t.dtype() {

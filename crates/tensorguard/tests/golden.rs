@@ -9,6 +9,8 @@
 //! `repr(t)` for display cases, and for error cases that tensorguard returns
 //! an `Err` whose message starts with the op's name.
 
+mod golden_util;
+use golden_util::json_elem;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -773,21 +775,6 @@ fn all_cases() -> Cases {
 }
 
 // ------------------------------------------------------------ comparison
-
-/// One element, as JSON holds it.
-fn json_elem(v: &Value) -> std::result::Result<f64, String> {
-    match v {
-        Value::Bool(b) => Ok(*b as u8 as f64),
-        Value::Number(n) => n.as_f64().ok_or_else(|| format!("bad number {n}")),
-        Value::String(s) => match s.as_str() {
-            "nan" => Ok(f64::NAN),
-            "inf" => Ok(f64::INFINITY),
-            "-inf" => Ok(f64::NEG_INFINITY),
-            _ => Err(format!("bad value string {s:?}")),
-        },
-        _ => Err(format!("bad value {v}")),
-    }
-}
 
 /// The elements of `t` in row-major order, read in its own dtype and widened
 /// to f64 (exact for every value in the golden file).

@@ -62,6 +62,18 @@ impl Tensor {
         v
     }
 
+    /// A view with `shape` over the same elements, when the strides allow it.
+    #[track_caller]
+    fn try_view(&self, shape: &[usize]) -> Option<Tensor> {
+        let strides = self.layout().view_strides(shape)?;
+        let layout = Layout {
+            shape: shape.iter().copied().collect(),
+            strides,
+            offset: self.layout().offset,
+        };
+        Some(self.make_view(layout, || formulas::reshape(self)))
+    }
+
     /// A view with a new shape over the same elements (one size may be `-1`).
     /// Fails when the memory layout does not allow it (e.g. after
     /// `transpose`); use [`reshape`](Tensor::reshape) or
@@ -78,15 +90,8 @@ impl Tensor {
     #[track_caller]
     pub fn view(&self, shape: impl Into<ShapeSpec>) -> Result<Tensor> {
         let shape = shape.into().resolve("view", self.numel())?;
-        match self.layout().view_strides(&shape) {
-            Some(strides) => Ok(self.make_view(
-                Layout {
-                    shape,
-                    strides,
-                    offset: self.layout().offset,
-                },
-                || formulas::reshape(self),
-            )),
+        match self.try_view(&shape) {
+            Some(v) => Ok(v),
             None => Err(Error::InvalidView {
                 op: "view",
                 message: format!(
@@ -104,15 +109,8 @@ impl Tensor {
     #[track_caller]
     pub fn reshape(&self, shape: impl Into<ShapeSpec>) -> Result<Tensor> {
         let shape = shape.into().resolve("reshape", self.numel())?;
-        match self.layout().view_strides(&shape) {
-            Some(strides) => Ok(self.make_view(
-                Layout {
-                    shape,
-                    strides,
-                    offset: self.layout().offset,
-                },
-                || formulas::reshape(self),
-            )),
+        match self.try_view(&shape) {
+            Some(v) => Ok(v),
             None => {
                 // a copy, not a view of `self` (PyTorch's `_unsafe_view`)
                 let copy = self.detach().contiguous()?;
