@@ -116,14 +116,25 @@ fn saved<'s>(s: &'s Option<Saved>, info: &Info) -> Result<&'s Tensor> {
     }
 }
 
+/// Whether the binary formula reads its first input's value.
+pub(crate) fn binary_reads_input(op: BinaryOp, b_is_tensor: bool) -> bool {
+    matches!(op, BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum)
+        || (op == BinaryOp::Mul && b_is_tensor)
+}
+
+/// Whether the unary formula reads its input's value.
+pub(crate) fn unary_reads_input(op: crate::device::kernel::UnaryOp) -> bool {
+    use crate::device::kernel::UnaryOp::*;
+    matches!(op, Abs | Log)
+}
+
 /// Gradients of the elementwise binary ops (`a` is the input's value before
 /// the op, `out` the result). Only the values the formula reads are saved,
 /// so e.g. `add` keeps no activation alive.
 pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     let ain = In::of(a);
     let b_is_tensor = matches!(b, Other::Tensor(..));
-    let needs_a = matches!(op, BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum)
-        || (op == BinaryOp::Mul && b_is_tensor);
+    let needs_a = binary_reads_input(op, b_is_tensor);
     let needs_b = matches!(
         op,
         BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum
@@ -247,7 +258,7 @@ fn unreachable_grad<T>() -> Result<T> {
 pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
     use crate::device::kernel::UnaryOp::*;
     let ain = In::of(a);
-    let sa = matches!(op, Abs | Log).then(|| Saved::new(a));
+    let sa = unary_reads_input(op).then(|| Saved::new(a));
     let so = matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out));
     let name = match op {
         Neg => "NegBackward",

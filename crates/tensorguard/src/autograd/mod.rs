@@ -441,14 +441,16 @@ fn is_leaf_requiring_grad(t: &Tensor) -> bool {
 
 /// State captured before an in-place op on `target`.
 pub(crate) struct Inplace {
-    /// The target's value before the op, without history.
+    /// The target's value before the op, without history (a copy when the
+    /// formula reads it; otherwise a handle to the target).
     pub(crate) old: Tensor,
     target_edge: Option<Edge>,
     base: Option<(Tensor, Option<Edge>)>,
     other_edges: Vec<Option<Edge>>,
 }
 
-/// Checks and captures before an in-place op on `target` reading `others`.
+/// Checks and captures before an in-place op on `target` reading `others`;
+/// `needs_old` when its formula reads the target's value before the write.
 /// `Ok(None)` when no history needs recording.
 #[track_caller]
 pub(crate) fn inplace_begin(
@@ -456,6 +458,7 @@ pub(crate) fn inplace_begin(
     target: &Tensor,
     others: &[&Tensor],
     site: &'static Location<'static>,
+    needs_old: bool,
 ) -> Result<Option<Inplace>> {
     if !is_grad_enabled() || (!target.meta_flag() && !others.iter().any(|t| t.meta_flag())) {
         return Ok(None);
@@ -474,9 +477,13 @@ pub(crate) fn inplace_begin(
     if !all.iter().any(|t| t.is_requires_grad()) {
         return Ok(None);
     }
-    let old = {
+    // the old value is copied only when the formula reads it; otherwise
+    // the formula sees the target itself (for its shape and dtype)
+    let old = if needs_old {
         let _g = GradModeGuard::disabled();
         target.detach().clone()?
+    } else {
+        target.detach()
     };
     Ok(Some(Inplace {
         old,

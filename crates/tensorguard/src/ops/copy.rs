@@ -133,7 +133,7 @@ impl Tensor {
         };
         let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
         check_inplace_target("copy_", self, self.dtype(), &shape, &[("src", src)])?;
-        let before = autograd::inplace_begin("copy_", self, &[src], site)?;
+        let before = autograd::inplace_begin("copy_", self, &[src], site, false)?;
         launch(
             &Kernel::Copy,
             &[Out {
@@ -155,7 +155,7 @@ impl Tensor {
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Tensor> {
         let site = Location::caller();
         check_inplace_target("fill_", self, self.dtype(), self.shape(), &[])?;
-        let before = autograd::inplace_begin("fill_", self, &[], site)?;
+        let before = autograd::inplace_begin("fill_", self, &[], site, false)?;
         launch(
             &Kernel::Fill(value.into()),
             &[Out {
@@ -177,7 +177,7 @@ impl Tensor {
     pub fn zero_(&self) -> Result<&Tensor> {
         let site = Location::caller();
         check_inplace_target("zero_", self, self.dtype(), self.shape(), &[])?;
-        let before = autograd::inplace_begin("zero_", self, &[], site)?;
+        let before = autograd::inplace_begin("zero_", self, &[], site, false)?;
         launch(
             &Kernel::Fill(Scalar::Int(0)),
             &[Out {

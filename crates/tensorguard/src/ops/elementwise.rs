@@ -138,7 +138,13 @@ pub(crate) fn binary(
         Operand::Scalar(_) => None,
     };
     let before = if inplace {
-        autograd::inplace_begin(op.inplace_name(), a, b_tensor.as_slice(), site)?
+        autograd::inplace_begin(
+            op.inplace_name(),
+            a,
+            b_tensor.as_slice(),
+            site,
+            formulas::binary_reads_input(op, b_tensor.is_some()),
+        )?
     } else {
         None
     };
@@ -240,7 +246,13 @@ pub(crate) fn unary(
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
     let before = if inplace {
-        autograd::inplace_begin(op.inplace_name(), a, &[], site)?
+        autograd::inplace_begin(
+            op.inplace_name(),
+            a,
+            &[],
+            site,
+            formulas::unary_reads_input(op),
+        )?
     } else {
         None
     };
@@ -287,7 +299,7 @@ fn clamp_impl(
         Tensor::uninit(a.shape(), compute, &a.device(), site)?
     };
     let before = if inplace {
-        autograd::inplace_begin("clamp_", a, &[], site)?
+        autograd::inplace_begin("clamp_", a, &[], site, true)?
     } else {
         None
     };

@@ -311,7 +311,7 @@ impl Tensor {
             });
         }
         check_inplace_target(op, self, self.dtype(), self.shape(), &[("source", src)])?;
-        let before = autograd::inplace_begin(op, self, &[src], site)?;
+        let before = autograd::inplace_begin(op, self, &[src], site, false)?;
         launch(
             &kernel,
             &[Out {
@@ -440,7 +440,7 @@ fn masked_fill_impl(
         });
     }
     let before = if inplace {
-        autograd::inplace_begin("masked_fill_", t, &[], site)?
+        autograd::inplace_begin("masked_fill_", t, &[], site, false)?
     } else {
         None
     };
