@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorImpl};
@@ -107,7 +108,7 @@ pub(crate) struct Node {
     pub(crate) id: u64,
     pub(crate) name: &'static str,
     pub(crate) site: &'static Location<'static>,
-    pub(crate) next: Vec<Option<Edge>>,
+    pub(crate) next: SmallVec<[Option<Edge>; 2]>,
     /// Taken when backward runs without `retain_graph`: frees saved tensors.
     pub(crate) backward: Mutex<Option<BackwardFn>>,
     /// Full backtrace of the forward op (anomaly mode only).
@@ -117,7 +118,11 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(grad: Grad, next: Vec<Option<Edge>>, site: &'static Location<'static>) -> Arc<Node> {
+    fn new(
+        grad: Grad,
+        next: SmallVec<[Option<Edge>; 2]>,
+        site: &'static Location<'static>,
+    ) -> Arc<Node> {
         Arc::new(Node {
             id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
             name: grad.name,
@@ -363,7 +368,7 @@ impl Tensor {
             let (bl, vl, dtype) = (base.layout().clone(), self.layout().clone(), self.dtype());
             Node::new(
                 formulas::as_strided_backward(bl, vl, dtype),
-                vec![Some(e)],
+                smallvec::smallvec![Some(e)],
                 Location::caller(),
             )
         });
@@ -505,7 +510,7 @@ pub(crate) fn inplace_finish(
     site: &'static Location<'static>,
     grad: Grad,
 ) {
-    let mut next = vec![before.target_edge];
+    let mut next: SmallVec<[Option<Edge>; 2]> = smallvec::smallvec![before.target_edge];
     next.extend(before.other_edges);
     match before.base {
         None => set_grad_fn(target, Node::new(grad, next, site)),
@@ -516,7 +521,7 @@ pub(crate) fn inplace_finish(
                 base.dtype(),
                 grad,
             );
-            let mut edges = vec![base_edge];
+            let mut edges: SmallVec<[Option<Edge>; 2]> = smallvec::smallvec![base_edge];
             edges.extend(next.into_iter().skip(1));
             set_grad_fn(&base, Node::new(copy, edges, site));
             // every view of the base (the target included) now regenerates

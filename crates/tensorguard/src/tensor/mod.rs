@@ -46,7 +46,7 @@ pub(crate) struct TensorImpl {
     pub(crate) dtype: DType,
     pub(crate) is_view: bool,
     /// Autograd state; `None` for tensors autograd has never seen.
-    pub(crate) autograd: parking_lot::Mutex<Option<Box<crate::autograd::Meta>>>,
+    pub(crate) autograd: parking_lot::Mutex<Option<crate::autograd::Meta>>,
     /// Fast check: true once this tensor may take part in autograd.
     pub(crate) tracked: std::sync::atomic::AtomicBool,
     /// For a view: the tensor whose storage it views (never itself a view).
