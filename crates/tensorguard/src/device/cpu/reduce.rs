@@ -30,8 +30,13 @@ impl Lanes {
         end: usize,
         mut f: impl FnMut(T),
     ) {
-        if self.shape.len() == 1 && self.strides[0] == 1 {
-            data[base + start..base + end].iter().for_each(|&x| f(x));
+        if self.shape.len() == 1 {
+            let st = self.strides[0];
+            if st == 1 {
+                data[base + start..base + end].iter().for_each(|&x| f(x));
+            } else {
+                (start..end).for_each(|i| f(data[base + i * st]));
+            }
             return;
         }
         for_each_run(
