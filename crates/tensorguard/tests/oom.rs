@@ -15,11 +15,14 @@ use tensorguard::{DType, Device, Error, Result, Tensor};
 const MIB: usize = 1 << 20;
 
 /// emu:0: 64 MiB, emu:1 and emu:2: 66 MiB, emu:3: 256 MiB, emu:4: 8 MiB.
+/// The device of the accumulated-counters test (its own, so the numbers are exact).
+const ACCUMULATE_DEV: usize = 5;
+
 fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         device::configure_emulated(EmulatedConfig {
-            capacities: vec![64 * MIB, 66 * MIB, 66 * MIB, 256 * MIB, 8 * MIB],
+            capacities: vec![64 * MIB, 66 * MIB, 66 * MIB, 256 * MIB, 8 * MIB, 64 * MIB],
         })
         .expect("the emulated devices are configured before any test uses them");
     });
@@ -338,5 +341,26 @@ fn with_oom_backoff_finds_a_batch_that_fits() -> Result<()> {
     assert!(matches!(err, Error::ShapeMismatch { .. }), "{err:?}");
     assert_eq!(calls, 1);
     assert_clean(&dev);
+    Ok(())
+}
+
+#[test]
+fn accumulated_counters_reset_and_fragmentation_is_visible() -> Result<()> {
+    setup();
+    let dev = Device::Emulated(ACCUMULATE_DEV);
+    let a = Tensor::zeros([256], DType::F32, &dev)?; // 1 KiB in a 2 MiB segment
+    device::synchronize(&dev)?;
+    assert_eq!(memory::stats(&dev).allocation.all.allocated, 1);
+    assert_eq!(memory::largest_free_block(&dev), 2 * 1024 * 1024 - 1024);
+    memory::reset_accumulated(&dev);
+    let s = memory::stats(&dev);
+    assert_eq!((s.allocation.all.allocated, s.allocation.all.freed), (0, 0));
+    assert_eq!(s.allocation.all.current, 1, "current values are not reset");
+    drop(a);
+    device::synchronize(&dev)?;
+    assert_eq!(memory::allocated(&dev), 0);
+    assert_eq!(memory::largest_free_block(&dev), 2 * 1024 * 1024);
+    memory::empty_cache(&dev);
+    assert_eq!(memory::largest_free_block(&dev), 0);
     Ok(())
 }

@@ -177,6 +177,21 @@ pub fn reset_peak(device: &Device) {
     }
 }
 
+/// Set the accumulated counters of `device` (`allocated`/`freed` of every
+/// statistic, `num_alloc_retries`, `num_ooms`) to zero (PyTorch's
+/// `reset_accumulated_memory_stats`).
+pub fn reset_accumulated(device: &Device) {
+    if let Ok(a) = allocator(device) {
+        a.reset_accumulated_stats();
+    }
+}
+
+/// The largest cached free block of `device` in bytes: when it is much
+/// smaller than [`reserved`] minus [`allocated`], the cache is fragmented.
+pub fn largest_free_block(device: &Device) -> usize {
+    allocator(device).map_or(0, |a| a.largest_free_block())
+}
+
 /// Give every cached, unused block of `device` back to the system
 /// (PyTorch's `empty_cache`). Live tensors are not affected.
 pub fn empty_cache(device: &Device) {

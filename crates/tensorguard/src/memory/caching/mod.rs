@@ -624,7 +624,7 @@ impl CachingAllocator {
         }
     }
 
-    #[allow(dead_code, reason = "allocator API; not every build uses it")]
+    #[cfg(test)]
     /// The device name given to [`CachingAllocator::new`].
     pub(crate) fn device_name(&self) -> &str {
         &self.device_name
@@ -781,17 +781,12 @@ impl CachingAllocator {
         self.inner.lock().stats.reset_peak();
     }
 
-    #[allow(
-        dead_code,
-        reason = "allocator API (torch.cuda.reset_accumulated_memory_stats)"
-    )]
     /// Sets the accumulated counters (`allocated`, `freed`, `num_alloc_retries`,
     /// `num_ooms`) to zero.
     pub(crate) fn reset_accumulated_stats(&self) {
         self.inner.lock().stats.reset_accumulated();
     }
 
-    #[allow(dead_code, reason = "allocator API; not every build uses it")]
     /// Size of the largest cached free block (0 if none).
     pub(crate) fn largest_free_block(&self) -> usize {
         self.inner.lock().largest_free_block()
