@@ -624,12 +624,6 @@ impl CachingAllocator {
         }
     }
 
-    #[cfg(test)]
-    /// The device name given to [`CachingAllocator::new`].
-    pub(crate) fn device_name(&self) -> &str {
-        &self.device_name
-    }
-
     /// Allocates `bytes` on `stream`, recording `site` as the call site.
     ///
     /// Zero bytes give a size-0 allocation with a dangling, 64-byte aligned
