@@ -721,6 +721,57 @@ fn inplace_on_leaf_is_allowed_under_no_grad() -> Result<()> {
 // Saved tensors modified in place
 // ---------------------------------------------------------------------------
 
+/// Check a `SavedTensorModified` error: the node, the versions, the tensor
+/// (`facts`: dtype, shape, device), and both call sites (the lines after
+/// `fwd` and `inp`), in the fields and in the message.
+#[track_caller]
+fn check_saved_modified(
+    err: &Error,
+    node_name: &str,
+    versions: (u64, u64),
+    facts: &[&str],
+    fwd: &std::panic::Location<'static>,
+    inp: &std::panic::Location<'static>,
+) {
+    let Error::SavedTensorModified {
+        tensor,
+        node,
+        saved_version,
+        current_version,
+        forward,
+        modified_at,
+    } = err
+    else {
+        panic!("wrong variant: {err:?}");
+    };
+    assert_eq!(*node, node_name);
+    assert_eq!((*saved_version, *current_version), versions);
+    for f in facts {
+        assert!(tensor.contains(f), "missing {f:?} in {tensor}");
+    }
+    assert_eq!((forward.file(), forward.line()), (file!(), fwd.line() + 1));
+    let m = modified_at.expect("the in-place op's call site");
+    assert_eq!((m.file(), m.line()), (file!(), inp.line() + 1));
+    let msg = err.to_string();
+    let (fwd_at, inp_at) = (
+        format!("{}:{}", file!(), fwd.line() + 1),
+        format!("{}:{}", file!(), inp.line() + 1),
+    );
+    let (v0, v1) = (
+        format!("version {}", versions.0),
+        format!("version {}", versions.1),
+    );
+    for fact in facts.iter().copied().chain([
+        node_name,
+        v0.as_str(),
+        v1.as_str(),
+        fwd_at.as_str(),
+        inp_at.as_str(),
+    ]) {
+        assert!(msg.contains(fact), "missing {fact:?} in: {msg}");
+    }
+}
+
 #[test]
 fn saved_output_modified_in_place() -> Result<()> {
     let x = leaf32(&[0.0, 1.0, 2.0], &[3]);
@@ -729,38 +780,14 @@ fn saved_output_modified_in_place() -> Result<()> {
     let inp = here();
     y.add_(1.0)?;
     let err = y.sum()?.backward().unwrap_err();
-    let Error::SavedTensorModified {
-        tensor,
-        node,
-        saved_version,
-        current_version,
-        forward,
-        modified_at,
-    } = &err
-    else {
-        panic!("wrong variant: {err:?}");
-    };
-    assert_eq!(*node, "ExpBackward");
-    assert_eq!((*saved_version, *current_version), (0, 1));
-    assert!(tensor.contains("float32"), "{tensor}");
-    assert!(tensor.contains("[3]"), "{tensor}");
-    assert!(tensor.contains("cpu"), "{tensor}");
-    assert_eq!((forward.file(), forward.line()), (file!(), fwd.line() + 1));
-    let m = modified_at.expect("the in-place op's call site");
-    assert_eq!((m.file(), m.line()), (file!(), inp.line() + 1));
-    let msg = err.to_string();
-    for fact in [
-        "float32",
-        "[3]",
-        "cpu",
+    check_saved_modified(
+        &err,
         "ExpBackward",
-        "version 0",
-        "version 1",
-        &format!("{}:{}", file!(), fwd.line() + 1),
-        &format!("{}:{}", file!(), inp.line() + 1),
-    ] {
-        assert!(msg.contains(fact), "missing {fact:?} in: {msg}");
-    }
+        (0, 1),
+        &["float32", "[3]", "cpu"],
+        fwd,
+        inp,
+    );
     // x got no partial gradient
     assert!(x.grad().is_none());
     Ok(())
@@ -776,33 +803,14 @@ fn saved_input_not_requiring_grad_modified_in_place() -> Result<()> {
     let inp = here();
     w.add_(1.0)?;
     let err = y.sum()?.backward().unwrap_err();
-    let Error::SavedTensorModified {
-        tensor,
-        node,
-        saved_version,
-        current_version,
-        forward,
-        modified_at,
-    } = &err
-    else {
-        panic!("wrong variant: {err:?}");
-    };
-    assert_eq!(*node, "MulBackward");
-    assert_eq!((*saved_version, *current_version), (0, 1));
-    assert!(tensor.contains("float32") && tensor.contains("[2]") && tensor.contains("cpu"));
-    assert_eq!((forward.file(), forward.line()), (file!(), fwd.line() + 1));
-    let m = modified_at.expect("the in-place op's call site");
-    assert_eq!((m.file(), m.line()), (file!(), inp.line() + 1));
-    let msg = err.to_string();
-    assert!(
-        msg.contains(&format!("{}:{}", file!(), fwd.line() + 1)),
-        "{msg}"
+    check_saved_modified(
+        &err,
+        "MulBackward",
+        (0, 1),
+        &["float32", "[2]", "cpu"],
+        fwd,
+        inp,
     );
-    assert!(
-        msg.contains(&format!("{}:{}", file!(), inp.line() + 1)),
-        "{msg}"
-    );
-    assert!(msg.contains("MulBackward"), "{msg}");
     Ok(())
 }
 
@@ -814,27 +822,13 @@ fn saved_tensor_modified_through_detach() -> Result<()> {
     let inp = here();
     y.detach().zero_()?;
     let err = y.sum()?.backward().unwrap_err();
-    let Error::SavedTensorModified {
-        node,
-        saved_version,
-        current_version,
-        forward,
-        modified_at,
-        ..
-    } = &err
-    else {
-        panic!("wrong variant: {err:?}");
-    };
-    assert_eq!(*node, "SigmoidBackward");
-    assert!(current_version > saved_version);
-    assert_eq!((forward.file(), forward.line()), (file!(), fwd.line() + 1));
-    let m = modified_at.expect("the in-place op's call site");
-    assert_eq!((m.file(), m.line()), (file!(), inp.line() + 1));
-    let msg = err.to_string();
-    assert!(msg.contains("SigmoidBackward"), "{msg}");
-    assert!(
-        msg.contains(&format!("{}:{}", file!(), inp.line() + 1)),
-        "{msg}"
+    check_saved_modified(
+        &err,
+        "SigmoidBackward",
+        (0, 1),
+        &["float32", "[2]", "cpu"],
+        fwd,
+        inp,
     );
     Ok(())
 }
