@@ -78,33 +78,13 @@ impl In {
 pub(crate) enum Other {
     /// The operand's value (dropped by ops whose gradient does not need it)
     /// and its shape/dtype.
-    Tensor(Option<Saved>, In2),
+    Tensor(Option<Saved>, In),
     Scalar(Scalar),
-}
-
-pub(crate) struct In2(In);
-
-impl Saved {
-    /// In an in-place op, an operand that shares memory (and so the version
-    /// counter) with the tensor written was saved after the write: its value
-    /// may be the new one. Mark it as saved before the write, so backward
-    /// reports it as modified in place (as PyTorch does) instead of using a
-    /// wrong value. (An out-of-place op's output is fresh memory.)
-    fn before_write_to(self, target: &Tensor) -> Saved {
-        if self.t.shares_storage(target) {
-            Saved {
-                version: self.version.saturating_sub(1),
-                ..self
-            }
-        } else {
-            self
-        }
-    }
 }
 
 impl Other {
     pub(crate) fn tensor(t: &Tensor) -> Other {
-        Other::Tensor(Some(Saved::new(t)), In2(In::of(t)))
+        Other::Tensor(Some(Saved::new(t)), In::of(t))
     }
 }
 
@@ -143,9 +123,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     let sa = needs_a.then(|| Saved::new(a));
     let so = needs_out.then(|| Saved::new(out));
     let b = match b {
-        Other::Tensor(s, i) => {
-            Other::Tensor(s.filter(|_| needs_b).map(|s| s.before_write_to(out)), i)
-        }
+        Other::Tensor(s, i) => Other::Tensor(s.filter(|_| needs_b), i),
         other => other,
     };
     let name = match op {
@@ -160,7 +138,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     };
     Grad::new(name, move |g, info| {
         let (bval, bin) = match &b {
-            Other::Tensor(s, i) => (Some(s), Some(&i.0)),
+            Other::Tensor(s, i) => (Some(s), Some(i)),
             Other::Scalar(_) => (None, None),
         };
         let scalar = match &b {
@@ -664,9 +642,7 @@ pub(crate) fn as_strided_backward(base: Layout, view: Layout, dtype: DType) -> G
 /// An in-place op through a view: the base's new history. `inner` is the
 /// op's formula (inputs [view, others...]); the result is [base, others...].
 pub(crate) fn copy_slices(base: Layout, view: Layout, dtype: DType, inner: Grad) -> Grad {
-    let name = inner.name;
     let f = inner.f;
-    let _ = name;
     Grad::new("CopySlices", move |g, info| {
         let buf = buffer_for(&base, &view, g.dtype(), &g.device())?;
         let gb = strided(&buf, base.clone());

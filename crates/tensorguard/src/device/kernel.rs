@@ -293,6 +293,5 @@ pub(crate) struct Task {
     pub kernel: Kernel,
     pub outs: SmallVec<[OwnedArg; 2]>,
     pub ins: SmallVec<[OwnedArg; 3]>,
-    pub op: &'static str,
     pub site: &'static Location<'static>,
 }

@@ -116,6 +116,7 @@ impl Stream {
 
     /// Make future work on `self` wait until the work queued on `other` so
     /// far has completed. The host does not block.
+    #[track_caller]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.same_device("wait_stream", other)?;
         let b = backend(&self.device)?;
@@ -123,6 +124,7 @@ impl Stream {
     }
 
     /// Make future work on `self` wait for `event`.
+    #[track_caller]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         event.wait(self)
     }
@@ -148,6 +150,7 @@ impl Stream {
         Ok(e)
     }
 
+    #[track_caller]
     fn same_device(&self, op: &'static str, other: &Stream) -> Result<()> {
         if self.device != other.device {
             return Err(Error::DeviceMismatch {
@@ -238,6 +241,7 @@ impl Event {
     }
 
     /// Make future work on `stream` wait until this event has completed.
+    #[track_caller]
     pub fn wait(&self, stream: &Stream) -> Result<()> {
         let Some((dev, sid, seq)) = *self.0.mark.lock() else {
             return Ok(()); // an unrecorded event is complete, as in CUDA

@@ -96,7 +96,7 @@ pub(crate) fn binary(
 ) -> Result<Tensor> {
     let name = op.name();
     if let Operand::Tensor(t) = b {
-        check_device_at(name, a, t, site)?;
+        check_device(name, a, &[("other", t)], site)?;
     }
     let result = result_type(&[promote_arg(a), b.promote()]);
     let mut compute = result;
@@ -137,6 +137,12 @@ pub(crate) fn binary(
         Operand::Tensor(t) => Some(t),
         Operand::Scalar(_) => None,
     };
+    let other = || match b {
+        Operand::Tensor(t) => formulas::Other::tensor(t),
+        Operand::Scalar(s) => formulas::Other::Scalar(s),
+    };
+    // An in-place op saves its operand before the write: if the operand
+    // shares memory with the target, backward then sees it was modified.
     let before = if inplace {
         autograd::inplace_begin(
             op.inplace_name(),
@@ -145,6 +151,7 @@ pub(crate) fn binary(
             site,
             formulas::binary_reads_input(op, b_tensor.is_some()),
         )?
+        .map(|b| (b, other()))
     } else {
         None
     };
@@ -172,15 +179,11 @@ pub(crate) fn binary(
             site,
         )?,
     }
-    let other = || match b {
-        Operand::Tensor(t) => formulas::Other::tensor(t),
-        Operand::Scalar(s) => formulas::Other::Scalar(s),
-    };
-    if let Some(before) = before {
+    if let Some((before, saved_other)) = before {
         let grad = if op.is_comparison() {
             formulas::overwrite("CompareBackward")
         } else {
-            formulas::binary(op, &before.old, other(), &out)
+            formulas::binary(op, &before.old, saved_other, &out)
         };
         autograd::inplace_finish(&out, before, site, grad);
     } else if !inplace && !op.is_comparison() && produced.is_float() {
@@ -200,24 +203,6 @@ pub(crate) fn binary(
         }
     }
     Ok(out)
-}
-
-fn check_device_at(
-    name: &'static str,
-    a: &Tensor,
-    b: &Tensor,
-    site: &'static Location<'static>,
-) -> Result<()> {
-    if a.device() != b.device() {
-        return Err(Error::DeviceMismatch {
-            op: name,
-            arg: "other",
-            expected: a.device(),
-            found: b.device(),
-            location: site,
-        });
-    }
-    Ok(())
 }
 
 /// The one implementation of every unary elementwise op.

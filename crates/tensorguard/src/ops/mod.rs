@@ -131,7 +131,6 @@ pub(crate) fn launch(
             kernel: kernel.clone(),
             outs: outs.iter().map(|o| owned(o.t, o.dtype, None)).collect(),
             ins: ins.iter().map(|i| owned(i.t, i.dtype, i.bshape)).collect(),
-            op: kernel.name(),
             site,
         };
         let seq = b.launch(stream, task)?;

@@ -60,6 +60,16 @@ impl Tensor {
         dtype: DType,
         is_view: bool,
     ) -> Tensor {
+        Tensor::with_base(storage, layout, dtype, is_view, None)
+    }
+
+    fn with_base(
+        storage: Arc<Storage>,
+        layout: Layout,
+        dtype: DType,
+        is_view: bool,
+        base: Option<Tensor>,
+    ) -> Tensor {
         Tensor(Arc::new(TensorImpl {
             storage,
             layout,
@@ -67,7 +77,7 @@ impl Tensor {
             is_view,
             autograd: parking_lot::Mutex::new(None),
             tracked: std::sync::atomic::AtomicBool::new(false),
-            base: None,
+            base,
         }))
     }
 
@@ -77,15 +87,13 @@ impl Tensor {
             Some(b) => b.alias(),
             None => self.alias(),
         };
-        Tensor(Arc::new(TensorImpl {
-            storage: Arc::clone(&self.0.storage),
+        Tensor::with_base(
+            Arc::clone(&self.0.storage),
             layout,
-            dtype: self.0.dtype,
-            is_view: true,
-            autograd: parking_lot::Mutex::new(None),
-            tracked: std::sync::atomic::AtomicBool::new(false),
-            base: Some(base),
-        }))
+            self.0.dtype,
+            true,
+            Some(base),
+        )
     }
 
     /// A fresh contiguous tensor whose elements are not yet written.

@@ -195,7 +195,7 @@ impl Worker {
     ) {
         match work {
             Work::Kernel(task) => {
-                let (op, site) = (task.op, task.site);
+                let (op, site) = (task.kernel.name(), task.site);
                 let stream = self.stream;
                 let r = catch_unwind(AssertUnwindSafe(|| {
                     let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
