@@ -27,30 +27,11 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden import enc  # noqa: E402  (one encoder for every golden file)
+
 f32, f64 = torch.float32, torch.float64
 CASES = {}
-
-
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
-
-
-def encode_value(v):
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-    return v
-
-
-def enc(t):
-    t = t.detach()
-    return {
-        "shape": list(t.shape),
-        "dtype": dtype_name(t.dtype),
-        "values": [encode_value(v) for v in t.contiguous().reshape(-1).tolist()],
-    }
 
 
 def wsum(t):

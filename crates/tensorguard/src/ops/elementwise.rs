@@ -454,23 +454,14 @@ impl Tensor {
         }
         let dtype = result_type(&[x.promote(), y.promote()]);
         let dev = cond.device();
-        let as_tensor = |o: Operand<'_>| -> Result<Option<Tensor>> {
-            match o {
-                Operand::Tensor(_) => Ok(None),
-                Operand::Scalar(s) => Tensor::full((), s, dtype, &dev).map(Some),
-            }
+        // a number becomes a 0-dim tensor of the result dtype; a tensor is
+        // used as it is (a second handle, so its autograd history is kept)
+        let as_tensor = |o: Operand<'_>| match o {
+            Operand::Tensor(t) => Ok(t.alias()),
+            Operand::Scalar(s) => Tensor::full((), s, dtype, &dev),
         };
-        let (xs, ys) = (as_tensor(x)?, as_tensor(y)?);
-        let xt = match (&x, &xs) {
-            (Operand::Tensor(t), _) => *t,
-            (_, Some(t)) => t,
-            _ => return Err(Error::invalid("where", "internal error: missing operand")),
-        };
-        let yt = match (&y, &ys) {
-            (Operand::Tensor(t), _) => *t,
-            (_, Some(t)) => t,
-            _ => return Err(Error::invalid("where", "internal error: missing operand")),
-        };
+        let (xt, yt) = (as_tensor(x)?, as_tensor(y)?);
+        let (xt, yt) = (&xt, &yt);
         check_device("where", cond, &[("x", xt), ("y", yt)], site)?;
         let shape = broadcast_shapes("where", cond.shape(), xt.shape())?;
         let shape = broadcast_shapes("where", &shape, yt.shape())?;
