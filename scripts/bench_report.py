@@ -50,12 +50,9 @@ def device_section():
         "dispatch": ["tiny_add_cpu", "tiny_add_emu", "tiny_add_cpu_item", "tiny_add_emu_item"],
         "alloc_threads": ["one_thread", "two_threads"],
     }
-    missing = [f"{g}/{n}" for g, ns in need.items() for n in ns if not have(g, [n])]
-    if missing:
-        print(f"  skipped: no results for {', '.join(missing)}; run "
-              "`cargo bench -p tensorguard --bench device -- --noplot` first")
+    m = medians(need, "device")
+    if m is None:
         return
-    m = {f"{g}/{n}": median(g, n) for g, ns in need.items() for n in ns}
     rows = []
     cp, un = m["alloc/cached_pair"], m["alloc/uncached"]
     hit = "meets" if cp < 100e-9 else "MISSES"
@@ -87,6 +84,17 @@ def run_peer(script):
             return json.load(f)
 
 
+def medians(need, bench):
+    """Medians of every `group/name` in `need`, or None (with a note) when
+    some are missing."""
+    missing = [f"{g}/{n}" for g, ns in need.items() for n in ns if not have(g, [n])]
+    if missing:
+        print(f"  skipped: no results for {', '.join(missing)}; run "
+              f"`cargo bench -p tensorguard --bench {bench} -- --noplot` first")
+        return None
+    return {f"{g}/{n}": median(g, n) for g, ns in need.items() for n in ns}
+
+
 def autograd_section(args):
     """Figures of benches/autograd.rs: per-op recording cost, MLP step vs PyTorch, anomaly overhead."""
     print()
@@ -95,12 +103,9 @@ def autograd_section(args):
         "autograd_overhead": ["add_1elem_graph", "add_1elem_no_grad", "add_1elem_plain"],
         "autograd_mlp": ["step", "step_anomaly"],
     }
-    missing = [f"{g}/{n}" for g, ns in need.items() for n in ns if not have(g, [n])]
-    if missing:
-        print(f"  skipped: no results for {', '.join(missing)}; run "
-              "`cargo bench -p tensorguard --bench autograd -- --noplot` first")
+    m = medians(need, "autograd")
+    if m is None:
         return
-    m = {f"{g}/{n}": median(g, n) for g, ns in need.items() for n in ns}
     torch = run_peer("pytorch_autograd_bench.py") if args.pytorch else None
     gr, ng, pl = (m[f"autograd_overhead/add_1elem_{k}"] for k in ("graph", "no_grad", "plain"))
     step, anom = m["autograd_mlp/step"], m["autograd_mlp/step_anomaly"]
