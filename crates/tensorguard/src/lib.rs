@@ -41,6 +41,7 @@ pub mod memory;
 mod ops;
 mod shape;
 mod tensor;
+pub mod transfer;
 
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};

@@ -16,6 +16,7 @@
 
 mod caching;
 mod oom;
+mod pinned;
 mod raw;
 mod stats;
 
@@ -24,6 +25,7 @@ use std::ptr::NonNull;
 
 pub(crate) use caching::{Allocation, CachingAllocator};
 pub use oom::{LiveAllocation, OomReport};
+pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
 pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
 
@@ -80,11 +82,19 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
-        Ok(Buffer {
+        Ok(Buffer::from_allocation(alloc, allocator, bytes))
+    }
+
+    fn from_allocation(
+        alloc: Allocation,
+        allocator: &'static CachingAllocator,
+        len: usize,
+    ) -> Buffer {
+        Buffer {
             alloc: Some(alloc),
             allocator,
-            len: bytes,
-        })
+            len,
+        }
     }
 
     /// Move the block out, leaving an empty buffer behind.

@@ -1,15 +1,14 @@
-//! Copies: `clone`, `contiguous`, `to_dtype`, `copy_`, `fill_`, `zero_`.
+//! Copies on one device: `clone`, `contiguous`, `to_dtype`, `copy_`, `fill_`,
+//! `zero_` (copies between devices: `transfer.rs`).
 
 use std::panic::Location;
 
 use super::elementwise::check_inplace_target;
 use super::{launch, In, Kernel, Out};
 use crate::autograd::{self, formulas};
-use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::shape::broadcast_shapes;
-use crate::tensor::fill_from_host;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -58,7 +57,7 @@ impl Tensor {
         self.copy_to(dtype, Location::caller())
     }
 
-    fn copy_to(&self, dtype: DType, site: &'static Location<'static>) -> Result<Tensor> {
+    pub(crate) fn copy_to(&self, dtype: DType, site: &'static Location<'static>) -> Result<Tensor> {
         let out = Tensor::uninit(self.shape(), dtype, &self.device(), site)?;
         launch(
             &Kernel::Copy,
@@ -78,59 +77,17 @@ impl Tensor {
         Ok(out)
     }
 
-    /// This tensor on `device`: `self` itself (an alias) when it is already
-    /// there, otherwise a contiguous copy. Blocks until the copy is usable.
-    ///
-    /// ```
-    /// use tensorguard::{Device, Tensor};
-    /// let t = Tensor::arange(0, 3, &Device::Cpu).unwrap();
-    /// let d = t.to(&Device::Emulated(0)).unwrap();
-    /// assert_eq!(d.device(), Device::Emulated(0));
-    /// assert_eq!(d.to(&Device::Cpu).unwrap().to_vec::<i64>().unwrap(), vec![0, 1, 2]);
-    /// assert!(t.to(&Device::Cpu).unwrap().is_same(&t));
-    /// ```
-    #[track_caller]
-    pub fn to(&self, device: &Device) -> Result<Tensor> {
-        if *device == self.device() {
-            return Ok(self.alias());
-        }
-        device.check_available()?;
-        let site = Location::caller();
-        let src = self.contiguous()?;
-        src.storage().sync_for_host_read()?;
-        let out = Tensor::uninit(self.shape(), self.dtype(), device, site)?;
-        let bytes = self.numel() * self.dtype().size_in_bytes();
-        let start = src.storage_offset() * self.dtype().size_in_bytes();
-        let host: Vec<u8> = src.storage().data.read().bytes()[start..start + bytes].to_vec();
-        fill_from_host::<u8>(&out, site, |dst| dst[..bytes].copy_from_slice(&host))?;
-        if !device.is_cpu() {
-            out.storage().sync_for_host_read()?;
-        }
-        if autograd::tracking(&[self]) {
-            autograd::record(
-                &out,
-                &[self],
-                site,
-                formulas::identity("ToCopyBackward", self),
-            );
-        }
-        Ok(out)
-    }
-
     /// Copy `src` into `self` in place, broadcasting `src` to `self`'s shape
     /// and casting to `self`'s dtype (any dtype converts, as in PyTorch). A
-    /// source on another device is copied over first.
+    /// source on another device is copied by one transfer (counted by the
+    /// [ledger](crate::transfer)); it is waited for when the host takes part.
     #[track_caller]
     pub fn copy_(&self, src: &Tensor) -> Result<&Tensor> {
         let site = Location::caller();
-        // across devices: bring the source over first (a blocking copy)
-        let moved;
-        let src = if src.device() != self.device() {
-            moved = src.to(&self.device())?;
-            &moved
-        } else {
-            src
-        };
+        if src.device() != self.device() {
+            self.copy_across(src, site)?;
+            return Ok(self);
+        }
         let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
         check_inplace_target("copy_", self, self.dtype(), &shape, &[("src", src)])?;
         let before = autograd::inplace_begin("copy_", self, &[src], site, false)?;

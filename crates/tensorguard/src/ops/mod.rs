@@ -9,6 +9,7 @@ mod elementwise;
 mod index;
 mod matmul;
 mod reduce;
+mod transfer;
 
 use std::panic::Location;
 
@@ -96,6 +97,14 @@ pub(crate) fn launch(
         }
     }
     if device.is_cpu() {
+        // host storages that an asynchronous transfer still uses: wait for it
+        // (a pinned source being copied, a pinned result being filled)
+        for o in outs {
+            o.t.storage().sync_for_host_write()?;
+        }
+        for i in ins {
+            i.t.storage().sync_for_host_read()?;
+        }
         let o: SmallVec<[Arg<'_>; 2]> = outs
             .iter()
             .map(|o| Arg {
@@ -135,10 +144,10 @@ pub(crate) fn launch(
         };
         let seq = b.launch(stream, task)?;
         for o in outs {
-            o.t.storage().record_use(stream, seq, true);
+            o.t.storage().record_use(device, stream, seq, true);
         }
         for i in ins {
-            i.t.storage().record_use(stream, seq, false);
+            i.t.storage().record_use(device, stream, seq, false);
         }
         if launch_blocking() {
             b.wait(stream, seq)?;

@@ -79,7 +79,7 @@ pub(crate) fn fill_from_host<T: Native>(
             Ok(())
         }),
     )?;
-    t.storage().record_use(stream, seq, true);
+    t.storage().record_use(dev, stream, seq, true);
     Ok(())
 }
 

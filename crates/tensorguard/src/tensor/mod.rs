@@ -14,7 +14,6 @@ use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, Layout};
 
-pub(crate) use creation::fill_from_host;
 pub use creation::{manual_seed, Generator};
 pub(crate) use storage::Storage;
 pub use views::SliceRange;
@@ -96,14 +95,10 @@ impl Tensor {
         )
     }
 
-    /// A fresh contiguous tensor whose elements are not yet written.
-    pub(crate) fn uninit(
-        shape: &[usize],
-        dtype: DType,
-        device: &Device,
-        site: &'static Location<'static>,
-    ) -> Result<Tensor> {
-        let bytes = shape
+    /// The bytes of a contiguous tensor of `shape` and `dtype`, or why it
+    /// cannot exist.
+    pub(crate) fn bytes_for(shape: &[usize], dtype: DType) -> Result<usize> {
+        shape
             .iter()
             .try_fold(dtype.size_in_bytes(), |acc, &d| acc.checked_mul(d))
             .filter(|&b| b <= isize::MAX as usize)
@@ -114,7 +109,17 @@ impl Tensor {
                         "a tensor of shape {shape:?} and dtype {dtype} would need more bytes than this machine can address. Check the shape."
                     ),
                 )
-            })?;
+            })
+    }
+
+    /// A fresh contiguous tensor whose elements are not yet written.
+    pub(crate) fn uninit(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        let bytes = Tensor::bytes_for(shape, dtype)?;
         let layout = Layout::contiguous(shape);
         let storage = Arc::new(Storage::new(device, bytes, site)?);
         Ok(Tensor::from_parts(storage, layout, dtype, false))

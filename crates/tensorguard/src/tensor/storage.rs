@@ -3,7 +3,7 @@
 //! and the record of which streams still use it.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
@@ -13,14 +13,17 @@ use crate::device::{Device, StreamId};
 use crate::error::Result;
 use crate::memory::Buffer;
 
+/// A position in the queue of one stream of one device.
+type DevMark = (Device, StreamId, u64);
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Which queued work on which streams uses a storage: the latest position
 /// per stream, and the latest write.
 #[derive(Default)]
 struct Uses {
-    last_write: Option<Mark>,
-    latest: SmallVec<[Mark; 2]>,
+    last_write: Option<DevMark>,
+    latest: SmallVec<[DevMark; 2]>,
 }
 
 /// Memory shared by a tensor and its views.
@@ -40,6 +43,16 @@ pub(crate) struct Storage {
     version: AtomicU64,
     last_write: Mutex<Option<&'static Location<'static>>>,
     uses: Mutex<Uses>,
+    /// Page-locked host memory (a flag we keep; served by the pinned
+    /// allocator), the source and target of asynchronous transfers.
+    pinned: bool,
+    /// A host storage that queued work of an asynchronous device uses (an
+    /// async transfer reads or writes it): host reads and writes then wait
+    /// for that work. One relaxed load on the host's hot path otherwise.
+    foreign: AtomicBool,
+    /// A transfer read this storage: the repeated-copy detector forgets it
+    /// when it is dropped.
+    transferred: AtomicBool,
 }
 
 impl Storage {
@@ -49,15 +62,40 @@ impl Storage {
         site: &'static Location<'static>,
     ) -> Result<Storage> {
         let buf = Buffer::new(device, bytes, site)?;
-        Ok(Storage {
+        Ok(Storage::from_buffer(*device, buf, false))
+    }
+
+    /// Storage in pinned (page-locked) host memory from the pinned host
+    /// allocator.
+    pub(crate) fn new_pinned(bytes: usize, site: &'static Location<'static>) -> Result<Storage> {
+        let buf = Buffer::new_pinned(bytes, site)?;
+        Ok(Storage::from_buffer(Device::Cpu, buf, true))
+    }
+
+    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Storage {
+        Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            device: *device,
+            device,
             alloc_stream: buf.stream(),
             data: RwLock::new(buf),
             version: AtomicU64::new(0),
             last_write: Mutex::new(None),
             uses: Mutex::new(Uses::default()),
-        })
+            pinned,
+            foreign: AtomicBool::new(false),
+            transferred: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this is pinned host memory.
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Mark this storage as read by a transfer (see the repeated-copy
+    /// detector).
+    pub(crate) fn mark_transferred(&self) {
+        self.transferred.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -82,47 +120,85 @@ impl Storage {
         self.version.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Record that position `seq` of `stream` reads (or writes) this storage.
-    pub(crate) fn record_use(&self, stream: StreamId, seq: u64, write: bool) {
+    /// Record that position `seq` of `stream` on `device` reads (or
+    /// writes) this storage. `device` is the storage's own device for ops,
+    /// and the device doing the work for a transfer to or from the host.
+    pub(crate) fn record_use(&self, device: Device, stream: StreamId, seq: u64, write: bool) {
         let mut u = self.uses.lock();
         if write {
-            u.last_write = Some((stream, seq));
+            u.last_write = Some((device, stream, seq));
         }
-        match u.latest.iter_mut().find(|m| m.0 == stream) {
-            Some(m) => m.1 = m.1.max(seq),
-            None => u.latest.push((stream, seq)),
+        match u.latest.iter_mut().find(|m| m.0 == device && m.1 == stream) {
+            Some(m) => m.2 = m.2.max(seq),
+            None => u.latest.push((device, stream, seq)),
+        }
+        if device != self.device {
+            // set under the lock, so `sync_for_host_write`'s pruning never
+            // clears the flag of a mark it has not seen
+            self.foreign.store(true, Ordering::Release);
         }
     }
 
     /// Block the host until queued writes to this storage have run (a host
     /// read); returns a fault raised on that stream.
     pub(crate) fn sync_for_host_read(&self) -> Result<()> {
-        if self.device.is_cpu() {
+        if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
             return Ok(());
         }
         let w = self.uses.lock().last_write;
         match w {
-            Some((stream, seq)) => backend(&self.device)?.wait(stream, seq),
-            None => Ok(()),
+            Some((device, stream, seq)) if !device.is_cpu() => backend(&device)?.wait(stream, seq),
+            _ => Ok(()),
         }
+    }
+
+    /// Block the host until queued work of asynchronous devices that reads
+    /// or writes this host storage has run (a host write, e.g. `add_` on a
+    /// pinned tensor whose copy to a device is pending).
+    pub(crate) fn sync_for_host_write(&self) -> Result<()> {
+        if !self.foreign.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let marks = self.uses.lock().latest.clone();
+        for &(device, stream, seq) in &marks {
+            if !device.is_cpu() {
+                backend(&device)?.wait(stream, seq)?;
+            }
+        }
+        // forget completed work, so later host ops skip all this
+        let mut u = self.uses.lock();
+        u.latest.retain(|&mut (d, s, seq)| {
+            !marks.contains(&(d, s, seq)) && backend(&d).is_ok_and(|b| b.completed(s) < seq)
+        });
+        if u.latest.is_empty() {
+            u.last_write = None;
+            self.foreign.store(false, Ordering::Release);
+        }
+        Ok(())
     }
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
+        if *self.transferred.get_mut() {
+            crate::transfer::forget_storage(self.id);
+        }
         if self.device.is_cpu() {
+            // Queued transfers own the host storages they use (an `Arc`),
+            // so a host block is only dropped after they ran.
             return;
         }
         let Ok(b) = backend(&self.device) else { return };
         // Work on the allocating stream runs before any later use of the
         // block on that stream; work on other streams must finish first.
+        let device = self.device;
         let pending: SmallVec<[Mark; 2]> = self
             .uses
             .get_mut()
             .latest
             .iter()
-            .copied()
-            .filter(|&(s, seq)| s != self.alloc_stream && b.completed(s) < seq)
+            .filter(|&&(d, s, seq)| d == device && s != self.alloc_stream && b.completed(s) < seq)
+            .map(|&(_, s, seq)| (s, seq))
             .collect();
         if !pending.is_empty() {
             b.defer_free(self.data.get_mut().take(), pending);

@@ -1,0 +1,332 @@
+//! Copies between the host and devices: `to`, `to_with`,
+//! `to_device_and_dtype`, `cpu`, cross-device `copy_`, `pin_memory`.
+//!
+//! One path serves them all ([`transfer_into`]): a copy kernel (strides and
+//! dtype cast in one pass) queued on the current stream of the device doing
+//! the work, owning the storages it reads and writes. What blocks follows
+//! CUDA (see the table in [`CopyOpts`]): a pageable host side is copied
+//! synchronously; a pinned host side and device → device copies can be
+//! queued. Host ops on a host storage that a queued copy still uses wait for
+//! it (a write waits for the copy's read; a read waits for its write).
+
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::elementwise::check_inplace_target;
+use super::Kernel;
+use crate::autograd::{self, formulas};
+use crate::device::backend::backend;
+use crate::device::exec::execute;
+use crate::device::kernel::{Arg, OwnedArg};
+use crate::device::{current_stream_id, Device};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::{broadcast_shapes, Layout};
+use crate::tensor::{Storage, Tensor};
+use crate::transfer::{self, CopyOpts, Direction, HostCopy};
+
+impl Tensor {
+    /// This tensor on `device`, usable at once: `self` itself (an alias)
+    /// when it is already there, as in PyTorch, otherwise a contiguous copy.
+    /// The copy is counted by the [transfer ledger](crate::transfer).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::arange(0, 3, &Device::Cpu).unwrap();
+    /// let d = t.to(&Device::Emulated(0)).unwrap();
+    /// assert_eq!(d.device(), Device::Emulated(0));
+    /// assert_eq!(d.to(&Device::Cpu).unwrap().to_vec::<i64>().unwrap(), vec![0, 1, 2]);
+    /// assert!(t.to(&Device::Cpu).unwrap().is_same(&t));
+    /// ```
+    #[track_caller]
+    pub fn to(&self, device: &Device) -> Result<Tensor> {
+        self.to_impl(
+            device,
+            self.dtype(),
+            CopyOpts::default(),
+            Location::caller(),
+        )
+    }
+
+    /// [`to`](Tensor::to) with options:
+    ///
+    /// | source → dest | `non_blocking` | what happens |
+    /// |---|---|---|
+    /// | pageable host → device | either | synchronous (as in CUDA) |
+    /// | pinned host → device | true | queued on the current stream; writes to the source wait for it |
+    /// | device → host | true | queued; the result is pinned and its first host read waits |
+    /// | device → device | either | queued on the destination's current stream |
+    ///
+    /// ```
+    /// use tensorguard::transfer::CopyOpts;
+    /// use tensorguard::{Device, DType, Tensor};
+    /// # fn main() -> tensorguard::Result<()> {
+    /// let dev = Device::Emulated(0);
+    /// let src = Tensor::ones([4], DType::F32, &Device::Cpu)?.pin_memory()?;
+    /// let d = src.to_with(&dev, CopyOpts { non_blocking: true, ..Default::default() })?;
+    /// src.add_(1.0)?; // waits for the queued copy: `d` keeps the old values
+    /// assert_eq!(d.to_vec::<f32>()?, vec![1.0; 4]);
+    /// let back = d.to_with(&Device::Cpu, CopyOpts { non_blocking: true, ..Default::default() })?;
+    /// assert!(back.is_pinned());
+    /// assert_eq!(back.to_vec::<f32>()?, vec![1.0; 4]); // waits for the copy
+    /// # Ok(()) }
+    /// ```
+    #[track_caller]
+    pub fn to_with(&self, device: &Device, opts: CopyOpts) -> Result<Tensor> {
+        self.to_impl(device, self.dtype(), opts, Location::caller())
+    }
+
+    /// Move to `device` and cast to `dtype` in one pass (one copy kernel
+    /// reads the source and writes the converted result on the device). An
+    /// alias when nothing changes and `opts.copy` is false.
+    ///
+    /// ```
+    /// use tensorguard::transfer::CopyOpts;
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::arange(0, 3, &Device::Cpu).unwrap();
+    /// let d = t.to_device_and_dtype(&Device::Emulated(0), DType::F16, CopyOpts::default()).unwrap();
+    /// assert_eq!((d.device(), d.dtype()), (Device::Emulated(0), DType::F16));
+    /// assert_eq!(d.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn to_device_and_dtype(
+        &self,
+        device: &Device,
+        dtype: DType,
+        opts: CopyOpts,
+    ) -> Result<Tensor> {
+        self.to_impl(device, dtype, opts, Location::caller())
+    }
+
+    /// This tensor in host memory (`to(&Device::Cpu)`).
+    #[track_caller]
+    pub fn cpu(&self) -> Result<Tensor> {
+        self.to_impl(
+            &Device::Cpu,
+            self.dtype(),
+            CopyOpts::default(),
+            Location::caller(),
+        )
+    }
+
+    fn to_impl(
+        &self,
+        device: &Device,
+        dtype: DType,
+        opts: CopyOpts,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        if *device == self.device() {
+            return if opts.copy {
+                self.copy_to(dtype, site)
+            } else if dtype == self.dtype() {
+                Ok(self.alias())
+            } else {
+                self.copy_to(dtype, site)
+            };
+        }
+        device.check_available()?;
+        let out = if device.is_cpu() && opts.non_blocking {
+            // the copy lands after this returns: in pinned memory, as CUDA
+            // needs, and every host read of it waits for the copy
+            Tensor::uninit_pinned(self.shape(), dtype, site)?
+        } else {
+            Tensor::uninit(self.shape(), dtype, device, site)?
+        };
+        transfer_into(&out, self, opts.non_blocking, "to", site)?;
+        if dtype.is_float() && autograd::tracking(&[self]) {
+            autograd::record(
+                &out,
+                &[self],
+                site,
+                formulas::identity("ToCopyBackward", self),
+            );
+        }
+        Ok(out)
+    }
+
+    /// A copy of this host tensor in pinned (page-locked) memory, the kind
+    /// asynchronous copies to and from devices need; `self` (an alias) when
+    /// it is pinned already, as in PyTorch. Errors for a tensor on a device.
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let t = Tensor::ones([2, 3], DType::F32, &Device::Cpu).unwrap();
+    /// assert!(!t.is_pinned());
+    /// let p = t.pin_memory().unwrap();
+    /// assert!(p.is_pinned() && p.pin_memory().unwrap().is_same(&p));
+    /// assert_eq!(p.to_vec2::<f32>().unwrap(), t.to_vec2::<f32>().unwrap());
+    /// ```
+    #[track_caller]
+    pub fn pin_memory(&self) -> Result<Tensor> {
+        let site = Location::caller();
+        if !self.device().is_cpu() {
+            return Err(Error::invalid(
+                "pin_memory",
+                format!(
+                    "only host tensors can be pinned, and this one is on {}. Pin the host tensor before copying it to the device, or copy it back with `.cpu()` first.",
+                    self.device()
+                ),
+            ));
+        }
+        if self.is_pinned() {
+            return Ok(self.alias());
+        }
+        let out = Tensor::uninit_pinned(self.shape(), self.dtype(), site)?;
+        super::launch(
+            &Kernel::Copy,
+            &[super::Out {
+                t: &out,
+                dtype: self.dtype(),
+            }],
+            &[super::In::new(self, self.dtype())],
+            false,
+            site,
+        )?;
+        if self.dtype().is_float() && autograd::tracking(&[self]) {
+            autograd::record(
+                &out,
+                &[self],
+                site,
+                formulas::identity("PinMemoryBackward", self),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Whether this tensor lives in pinned host memory (a flag tensorguard
+    /// keeps for the storage; views of a pinned tensor are pinned too).
+    pub fn is_pinned(&self) -> bool {
+        self.storage().is_pinned()
+    }
+
+    /// An uninitialised tensor in pinned host memory, served by the caching
+    /// pinned allocator (see [`memory::host_stats`](crate::memory::host_stats)).
+    ///
+    /// ```
+    /// use tensorguard::{Device, DType, Tensor};
+    /// let p = Tensor::empty_pinned([1024], DType::U8).unwrap();
+    /// assert!(p.is_pinned() && p.device() == Device::Cpu);
+    /// ```
+    #[track_caller]
+    pub fn empty_pinned(shape: impl Into<crate::Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::uninit_pinned(shape.into().dims(), dtype, Location::caller())
+    }
+
+    pub(crate) fn uninit_pinned(
+        shape: &[usize],
+        dtype: DType,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        let bytes = Tensor::bytes_for(shape, dtype)?;
+        let storage = Arc::new(Storage::new_pinned(bytes, site)?);
+        Ok(Tensor::from_parts(
+            storage,
+            Layout::contiguous(shape),
+            dtype,
+            false,
+        ))
+    }
+
+    /// `copy_` from a tensor on another device: one copy kernel writing
+    /// `self` in place, synchronous when the host takes part.
+    pub(crate) fn copy_across(&self, src: &Tensor, site: &'static Location<'static>) -> Result<()> {
+        let shape = broadcast_shapes("copy_", self.shape(), src.shape())?;
+        check_inplace_target("copy_", self, self.dtype(), &shape, &[])?;
+        let before = autograd::inplace_begin("copy_", self, &[src], site, false)?;
+        transfer_into(self, src, false, "copy_", site)?;
+        self.storage().bump_version(site);
+        if let Some(before) = before {
+            autograd::inplace_finish(self, before, site, formulas::copy_into(src));
+        }
+        Ok(())
+    }
+}
+
+/// Copy `src` (another device) into `dst`, broadcasting `src` to `dst`'s
+/// shape and casting to `dst`'s dtype. The copy runs on the current stream
+/// of the device side (the destination's for device → device). It is
+/// waited for unless `non_blocking` allows otherwise: a pinned (or no) host
+/// side with `non_blocking`, or a device → device copy.
+fn transfer_into(
+    dst: &Tensor,
+    src: &Tensor,
+    non_blocking: bool,
+    op: &'static str,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    let (sdev, ddev) = (src.device(), dst.device());
+    let (dir, run_dev, host) = match (sdev.is_cpu(), ddev.is_cpu()) {
+        (true, false) => (Direction::HostToDevice, ddev, Some(src)),
+        (false, true) => (Direction::DeviceToHost, sdev, Some(dst)),
+        (false, false) => (Direction::DeviceToDevice, ddev, None),
+        (true, true) => {
+            return Err(Error::invalid(
+                op,
+                "internal error: a host-to-host copy reached the transfer path.",
+            ))
+        }
+    };
+    let pinned = host.is_some_and(|h| h.is_pinned());
+    let blocking = match dir {
+        Direction::DeviceToDevice => false,
+        _ => !(non_blocking && pinned),
+    };
+    let bytes = dst.numel() * src.dtype().size_in_bytes();
+    if dir == Direction::HostToDevice && transfer::enabled() {
+        src.storage().mark_transferred();
+        transfer::check_repeat(HostCopy {
+            op,
+            storage: src.storage().id(),
+            version: src.version(),
+            offset: src.storage_offset(),
+            numel: src.numel(),
+            bytes,
+            device: ddev,
+            site,
+        })?;
+    }
+    // Work queued on other streams or devices that the copy depends on:
+    // the source's pending write (another device's result, a pinned result
+    // still being filled), and pending uses of a host destination.
+    if sdev != run_dev {
+        src.storage().sync_for_host_read()?;
+    }
+    if ddev.is_cpu() {
+        dst.storage().sync_for_host_write()?;
+    }
+    let cell = transfer::record(dir, sdev, ddev, bytes, pinned, blocking, site);
+    let b = backend(&run_dev)?;
+    let stream = current_stream_id(&run_dev);
+    let owned = |t: &Tensor, want: DType, bshape: Option<&[usize]>| OwnedArg {
+        storage: Arc::clone(t.storage()),
+        layout: t.layout().clone(),
+        tdtype: t.dtype(),
+        want,
+        bshape: bshape.map(|s| s.iter().copied().collect()),
+    };
+    let out = owned(dst, dst.dtype(), None);
+    let inp = owned(src, src.dtype(), Some(dst.shape()));
+    let seq = b.host_fn(
+        stream,
+        op,
+        site,
+        Box::new(move || {
+            let start = Instant::now();
+            let outs: [Arg<'_>; 1] = [out.as_arg()];
+            let ins: [Arg<'_>; 1] = [inp.as_arg()];
+            execute(&Kernel::Copy, &outs, &ins, stream, site)?;
+            if let Some(cell) = cell {
+                cell.add_time(start.elapsed());
+            }
+            Ok(())
+        }),
+    )?;
+    dst.storage().record_use(run_dev, stream, seq, true);
+    src.storage().record_use(run_dev, stream, seq, false);
+    if blocking || crate::device::launch_blocking() {
+        b.wait(stream, seq)?;
+    }
+    Ok(())
+}

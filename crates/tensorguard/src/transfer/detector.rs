@@ -1,0 +1,195 @@
+//! The repeated-copy detector: the same unchanged host tensor copied to the
+//! same device again and again (the article's `for data in dataset {
+//! data.to(cuda) }` run for several epochs).
+
+use std::collections::{HashMap, HashSet};
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::LazyLock;
+
+use parking_lot::Mutex;
+
+use super::CopyCounts;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::memory::format_bytes;
+
+/// What the detector does when a host tensor is copied unchanged to the
+/// same device for the [threshold](set_repeat_threshold)-th time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepeatPolicy {
+    /// Count nothing, say nothing.
+    Off,
+    /// Count, and warn once per call site through the `log` facade (target
+    /// `tensorguard::transfer`). The default.
+    Warn,
+    /// Count, and fail the copy with [`Error::RepeatedCopy`].
+    Error,
+}
+
+static POLICY: AtomicU8 = AtomicU8::new(1);
+static THRESHOLD: AtomicU32 = AtomicU32::new(3);
+
+/// Set what repeated copies of unchanged host tensors do (process-wide).
+///
+/// ```
+/// use tensorguard::transfer::{self, RepeatPolicy};
+/// transfer::set_repeat_policy(RepeatPolicy::Warn);
+/// assert_eq!(transfer::repeat_policy(), RepeatPolicy::Warn);
+/// ```
+pub fn set_repeat_policy(p: RepeatPolicy) {
+    POLICY.store(
+        match p {
+            RepeatPolicy::Off => 0,
+            RepeatPolicy::Warn => 1,
+            RepeatPolicy::Error => 2,
+        },
+        Ordering::Relaxed,
+    );
+}
+
+/// The current [`RepeatPolicy`].
+pub fn repeat_policy() -> RepeatPolicy {
+    match POLICY.load(Ordering::Relaxed) {
+        0 => RepeatPolicy::Off,
+        2 => RepeatPolicy::Error,
+        _ => RepeatPolicy::Warn,
+    }
+}
+
+/// After how many copies of the same unchanged host tensor to the same
+/// device the detector speaks (the first copy included; default 3, at
+/// least 2).
+pub fn set_repeat_threshold(copies: u32) {
+    THRESHOLD.store(copies.max(2), Ordering::Relaxed);
+}
+
+/// What was copied: a place in a host storage, sent to a device.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Seen {
+    offset: usize,
+    numel: usize,
+    device: Device,
+}
+
+#[derive(Default)]
+struct State {
+    /// Per host storage: what of it went where, at which version, how often.
+    seen: HashMap<u64, Vec<(Seen, u64, u64)>>,
+    /// Repeated copies per (call site, device).
+    wasted: HashMap<(&'static Location<'static>, Device), CopyCounts>,
+    warned: HashSet<&'static Location<'static>>,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
+
+/// What the caller of [`check_repeat`] copies.
+pub(crate) struct HostCopy {
+    pub op: &'static str,
+    pub storage: u64,
+    pub version: u64,
+    pub offset: usize,
+    pub numel: usize,
+    pub bytes: usize,
+    pub device: Device,
+    pub site: &'static Location<'static>,
+}
+
+/// Note a host → device copy; warns or fails (per the policy) when the same
+/// unchanged data went to the same device `threshold` times.
+pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
+    let policy = repeat_policy();
+    if policy == RepeatPolicy::Off {
+        return Ok(());
+    }
+    let key = Seen {
+        offset: c.offset,
+        numel: c.numel,
+        device: c.device,
+    };
+    let mut st = STATE.lock();
+    let list = st.seen.entry(c.storage).or_default();
+    let count = match list.iter_mut().find(|e| e.0 == key) {
+        Some(e) if e.1 == c.version => {
+            e.2 += 1;
+            e.2
+        }
+        Some(e) => {
+            e.1 = c.version;
+            e.2 = 1;
+            1
+        }
+        None => {
+            list.push((key, c.version, 1));
+            1
+        }
+    };
+    if count < 2 {
+        return Ok(());
+    }
+    let w = st.wasted.entry((c.site, c.device)).or_default();
+    w.copies += 1;
+    w.bytes += c.bytes as u64;
+    let wasted = w.bytes;
+    if count < u64::from(THRESHOLD.load(Ordering::Relaxed)) {
+        return Ok(());
+    }
+    match policy {
+        RepeatPolicy::Error => Err(Error::RepeatedCopy {
+            op: c.op,
+            device: c.device,
+            storage: c.storage,
+            count,
+            bytes: c.bytes as u64,
+            wasted,
+            location: c.site,
+        }),
+        _ => {
+            if st.warned.insert(c.site) {
+                log::warn!(
+                    target: "tensorguard::transfer",
+                    "{}: the same unchanged host tensor ({}) has been copied to {} {count} times at {}; {} moved for nothing so far. Move it to the device once, outside the loop, or keep it on the device. (Warned once per call site; `transfer::report()` has the totals.)",
+                    c.op,
+                    format_bytes(c.bytes as u64),
+                    c.device,
+                    c.site,
+                    format_bytes(wasted)
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A host storage is gone: forget what was copied of it.
+pub(crate) fn forget_storage(id: u64) {
+    STATE.lock().seen.remove(&id);
+}
+
+/// Repeated copies, to `device` or to any device.
+pub(crate) fn repeated(device: Option<&Device>) -> CopyCounts {
+    let mut t = CopyCounts::default();
+    for ((_, d), c) in STATE.lock().wasted.iter() {
+        if device.is_none_or(|x| x == d) {
+            t.add(c);
+        }
+    }
+    t
+}
+
+/// Repeated copies made at `site` to `device`.
+pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> CopyCounts {
+    STATE
+        .lock()
+        .wasted
+        .get(&(site, *device))
+        .copied()
+        .unwrap_or_default()
+}
+
+pub(crate) fn reset() {
+    let mut st = STATE.lock();
+    st.seen.clear();
+    st.wasted.clear();
+    st.warned.clear();
+}

@@ -1,0 +1,252 @@
+//! The transfer ledger: every copy counted by call site, direction, devices,
+//! pinned or not and blocking or not.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::{detector, enabled, CopyCounts, Direction, TransferStats};
+use crate::device::Device;
+use crate::memory::format_bytes;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    site: &'static Location<'static>,
+    dir: Direction,
+    src: Device,
+    dst: Device,
+    pinned: bool,
+    blocking: bool,
+}
+
+/// The counters of one ledger row. A queued copy adds its time when it has
+/// run.
+#[derive(Default)]
+pub(crate) struct SiteCell {
+    copies: AtomicU64,
+    bytes: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl SiteCell {
+    /// Add the time one copy took.
+    pub(crate) fn add_time(&self, d: Duration) {
+        self.nanos.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn counts(&self) -> CopyCounts {
+        CopyCounts {
+            copies: self.copies.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            time: Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+static LEDGER: LazyLock<Mutex<HashMap<Key, Arc<SiteCell>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Count one copy of `bytes` from `src` to `dst` made at `site`; returns the
+/// row to add the copy's time to (`None` with the ledger off).
+pub(crate) fn record(
+    dir: Direction,
+    src: Device,
+    dst: Device,
+    bytes: usize,
+    pinned: bool,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Option<Arc<SiteCell>> {
+    if !enabled() {
+        return None;
+    }
+    let key = Key {
+        site,
+        dir,
+        src,
+        dst,
+        pinned,
+        blocking,
+    };
+    let cell = Arc::clone(LEDGER.lock().entry(key).or_default());
+    cell.copies.fetch_add(1, Ordering::Relaxed);
+    cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    Some(cell)
+}
+
+fn collect(filter: impl Fn(&Key) -> bool) -> TransferStats {
+    let mut s = TransferStats::default();
+    for (k, cell) in LEDGER.lock().iter().filter(|(k, _)| filter(k)) {
+        s.direction_mut(k.dir)
+            .add(k.pinned, k.blocking, &cell.counts());
+    }
+    s
+}
+
+/// Everything the ledger counted since start (or the last [`reset`]).
+pub fn stats() -> TransferStats {
+    let mut s = collect(|_| true);
+    s.repeated = detector::repeated(None);
+    s
+}
+
+/// The copies to or from `device` (for `Device::Cpu`: every copy with a
+/// host side).
+pub fn stats_for(device: &Device) -> TransferStats {
+    let mut s = collect(|k| k.src == *device || k.dst == *device);
+    s.repeated = detector::repeated((!device.is_cpu()).then_some(device));
+    s
+}
+
+/// Forget every count (the ledger and the detector's memory of what was
+/// copied and which call sites were warned about).
+pub fn reset() {
+    LEDGER.lock().clear();
+    detector::reset();
+}
+
+/// One row of the report: a call site copying one way between two devices.
+struct Row {
+    site: &'static Location<'static>,
+    dir: Direction,
+    src: Device,
+    dst: Device,
+    total: CopyCounts,
+    pinned: u64,
+    blocking: u64,
+    repeated: CopyCounts,
+}
+
+/// A table of the call sites that moved the most bytes, with totals per
+/// direction:
+///
+/// ```text
+/// Transfers by call site (top 20 of 3, by bytes moved)
+/// call site                          dir  route            copies       bytes       time      GB/s  pinned  blocking  repeated
+/// examples/train.rs:41:22            H2D  cpu -> emu:0        300   300.0 MiB   22.51 ms     13.97    0/300  300/300  200 (200.0 MiB)
+/// ...
+/// ```
+pub fn report() -> String {
+    report_top(20)
+}
+
+/// [`report`] with at most `rows` call sites.
+pub fn report_top(rows: usize) -> String {
+    let mut merged: Vec<Row> = Vec::new();
+    for (k, cell) in LEDGER.lock().iter() {
+        let c = cell.counts();
+        let i = match merged
+            .iter()
+            .position(|r| r.site == k.site && r.dir == k.dir && r.src == k.src && r.dst == k.dst)
+        {
+            Some(i) => i,
+            None => {
+                merged.push(Row {
+                    site: k.site,
+                    dir: k.dir,
+                    src: k.src,
+                    dst: k.dst,
+                    total: CopyCounts::default(),
+                    pinned: 0,
+                    blocking: 0,
+                    repeated: detector::repeated_at(k.site, &k.dst),
+                });
+                merged.len() - 1
+            }
+        };
+        let row = &mut merged[i];
+        row.total.add(&c);
+        if k.pinned {
+            row.pinned += c.copies;
+        }
+        if k.blocking {
+            row.blocking += c.copies;
+        }
+    }
+    merged.sort_by(|a, b| {
+        b.total
+            .bytes
+            .cmp(&a.total.bytes)
+            .then(b.total.copies.cmp(&a.total.copies))
+    });
+    let n = merged.len();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Transfers by call site (top {} of {n}, by bytes moved)",
+        rows.min(n)
+    );
+    let _ = writeln!(
+        out,
+        "{:<36} {:<4} {:<16} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}  repeated",
+        "call site", "dir", "route", "copies", "bytes", "time", "GB/s", "pinned", "blocking"
+    );
+    for r in merged.iter().take(rows) {
+        let site = format!("{}:{}:{}", r.site.file(), r.site.line(), r.site.column());
+        let route = format!("{} -> {}", r.src, r.dst);
+        let repeated = if r.repeated.copies > 0 {
+            format!("{} ({})", r.repeated.copies, format_bytes(r.repeated.bytes))
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "{:<36} {:<4} {:<16} {:>7} {:>11} {:>10} {:>9.2} {:>8} {:>9}  {}",
+            shorten(&site, 36),
+            r.dir.short(),
+            route,
+            r.total.copies,
+            format_bytes(r.total.bytes),
+            format!("{:.2?}", r.total.time),
+            r.total.throughput() / 1e9,
+            format!("{}/{}", r.pinned, r.total.copies),
+            format!("{}/{}", r.blocking, r.total.copies),
+            repeated
+        );
+    }
+    let s = stats();
+    for d in [
+        Direction::HostToDevice,
+        Direction::DeviceToHost,
+        Direction::DeviceToDevice,
+    ] {
+        let ds = s.direction(d);
+        let _ = writeln!(
+            out,
+            "{}: {} copies, {} in {:.2?} ({} pinned, {} non-blocking)",
+            d.short(),
+            ds.total.copies,
+            format_bytes(ds.total.bytes),
+            ds.total.time,
+            ds.pinned.copies,
+            ds.non_blocking.copies
+        );
+    }
+    if s.repeated.copies > 0 {
+        let _ = writeln!(
+            out,
+            "repeated copies of unchanged host tensors: {} ({} moved for nothing)",
+            s.repeated.copies,
+            format_bytes(s.repeated.bytes)
+        );
+    }
+    out
+}
+
+/// Keep the end of a long path (the file name matters most).
+fn shorten(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(n - (width - 1)).collect();
+    format!("…{tail}")
+}
