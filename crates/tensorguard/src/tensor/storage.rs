@@ -125,6 +125,8 @@ impl Drop for Storage {
             .filter(|&(s, seq)| s != self.alloc_stream && b.completed(s) < seq)
             .collect();
         if !pending.is_empty() {
+            // memory history: free_requested now, free_completed on reclaim
+            self.data.get_mut().request_free();
             b.defer_free(self.data.get_mut().take(), pending);
         }
     }

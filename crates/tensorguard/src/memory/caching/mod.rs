@@ -22,6 +22,7 @@ use std::ptr::NonNull;
 
 use parking_lot::Mutex;
 
+use super::history::{Action, History};
 use super::oom::{LiveAllocation, OomReport};
 use super::raw::RawAlloc;
 use super::stats::{format_bytes, MemoryStats};
@@ -131,6 +132,11 @@ impl Allocation {
     pub(crate) fn stream(&self) -> StreamId {
         self.stream
     }
+
+    /// Start address of the block.
+    pub(crate) fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
 }
 
 #[allow(
@@ -155,6 +161,9 @@ pub(crate) enum PoolKind {
 pub(crate) enum BlockState {
     /// Handed out and not yet freed.
     Active,
+    /// Freed by its owner, but other streams still use it, so it is not
+    /// reused yet (PyTorch's `active_pending_free`).
+    PendingFree,
     /// Free (cached).
     Inactive,
 }
@@ -211,6 +220,8 @@ struct Block {
     stream: StreamId,
     small: bool,
     allocated: bool,
+    /// Freed by its owner while other streams still use it (history only).
+    pending_free: bool,
     /// Previous / next block of the same segment (slab indices), `NIL` at the ends.
     prev: u32,
     next: u32,
@@ -389,6 +400,7 @@ impl Inner {
             stream,
             small,
             allocated: false,
+            pending_free: false,
             prev: NIL,
             next: NIL,
             site: None,
@@ -429,6 +441,7 @@ impl Inner {
                 stream: b.stream,
                 small: b.small,
                 allocated: false,
+                pending_free: false,
                 prev: i,
                 next: b.next,
                 site: None,
@@ -481,6 +494,7 @@ impl Inner {
         {
             let blk = &mut self.blocks[i as usize];
             blk.allocated = false;
+            blk.pending_free = false;
             blk.requested = 0;
             blk.site = None;
         }
@@ -517,7 +531,13 @@ impl Inner {
     }
 
     /// Releases every fully free segment to `raw`; returns the bytes released.
-    fn release_cached(&mut self, raw: &dyn RawAlloc) -> usize {
+    /// Each release is recorded in `history` (when on) with `site`.
+    fn release_cached(
+        &mut self,
+        raw: &dyn RawAlloc,
+        history: &History,
+        site: Option<&'static Location<'static>>,
+    ) -> usize {
         let victims: Vec<(usize, Segment)> = self
             .segments
             .iter()
@@ -539,6 +559,9 @@ impl Inner {
                 .reserved_bytes
                 .update(head.small, -(seg.size as i64));
             released += seg.size;
+            if history.is_on() {
+                history.record(Action::SegmentFree, addr, seg.size, head.stream, site);
+            }
             // SAFETY: `head.ptr` came from `raw.alloc(seg.size)` (see
             // `CachingAllocator::allocate`, the only place segments are added);
             // the whole segment is one free block, so no `Allocation` points into
@@ -602,6 +625,8 @@ pub(crate) struct CachingAllocator {
     device_name: String,
     raw: Box<dyn RawAlloc>,
     inner: Mutex<Inner>,
+    /// Event history (memory::record_history).
+    pub(crate) history: History,
 }
 
 impl fmt::Debug for CachingAllocator {
@@ -621,6 +646,7 @@ impl CachingAllocator {
             device_name,
             raw,
             inner: Mutex::new(Inner::new()),
+            history: History::new(),
         }
     }
 
@@ -664,20 +690,25 @@ impl CachingAllocator {
         loop {
             let mut g = self.inner.lock();
             let Some(size) = checked_round_size(bytes) else {
-                return Err(self.oom(&mut g, bytes, bytes, 0, stream));
+                return Err(self.oom(&mut g, bytes, bytes, 0, stream, site));
             };
             let small = size <= SMALL_SIZE;
             if let Some(i) = g.take_free(small, stream, size) {
-                return Ok(g.activate(i, size, bytes, site));
+                let a = g.activate(i, size, bytes, site);
+                if self.history.is_on() {
+                    self.history
+                        .record(Action::Alloc, a.addr(), bytes, stream, Some(site));
+                }
+                return Ok(a);
             }
             let Some(seg_size) = allocation_size(size) else {
-                return Err(self.oom(&mut g, bytes, size, 0, stream));
+                return Err(self.oom(&mut g, bytes, size, 0, stream, site));
             };
             let ptr = match self.raw.alloc(seg_size) {
                 Some(ptr) => ptr,
                 None => {
                     g.stats.num_alloc_retries += 1;
-                    g.release_cached(&*self.raw);
+                    g.release_cached(&*self.raw, &self.history, Some(site));
                     match self.raw.alloc(seg_size) {
                         Some(ptr) => ptr,
                         None if !reclaimed => {
@@ -687,9 +718,9 @@ impl CachingAllocator {
                                 continue;
                             }
                             let mut g = self.inner.lock();
-                            return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+                            return Err(self.oom(&mut g, bytes, size, seg_size, stream, site));
                         }
-                        None => return Err(self.oom(&mut g, bytes, size, seg_size, stream)),
+                        None => return Err(self.oom(&mut g, bytes, size, seg_size, stream, site)),
                     }
                 }
             };
@@ -697,10 +728,24 @@ impl CachingAllocator {
                 // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
                 // has not been handed out or recorded anywhere.
                 unsafe { self.raw.free(ptr, seg_size) };
-                return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+                return Err(self.oom(&mut g, bytes, size, seg_size, stream, site));
             }
             let i = g.add_segment(ptr, seg_size, small, stream);
-            return Ok(g.activate(i, size, bytes, site));
+            if self.history.is_on() {
+                self.history.record(
+                    Action::SegmentAlloc,
+                    ptr.as_ptr() as usize,
+                    seg_size,
+                    stream,
+                    Some(site),
+                );
+            }
+            let a = g.activate(i, size, bytes, site);
+            if self.history.is_on() {
+                self.history
+                    .record(Action::Alloc, a.addr(), bytes, stream, Some(site));
+            }
+            return Ok(a);
         }
     }
 
@@ -712,10 +757,20 @@ impl CachingAllocator {
         rounded: usize,
         segment_size: usize,
         stream: StreamId,
+        site: &'static Location<'static>,
     ) -> Box<OomReport> {
         g.stats.num_ooms += 1;
         let allocated = g.stats.allocated_bytes.all.current.max(0) as usize;
         let reserved = g.stats.reserved_bytes.all.current.max(0) as usize;
+        if self.history.is_on() {
+            // PyTorch records the device's free bytes in place of an address
+            let device_free = self
+                .raw
+                .capacity()
+                .map_or(0, |c| c.saturating_sub(reserved));
+            self.history
+                .record(Action::Oom, device_free, rounded, stream, Some(site));
+        }
         Box::new(OomReport {
             device: self.device_name.clone(),
             stream,
@@ -749,14 +804,55 @@ impl CachingAllocator {
             valid,
             "CachingAllocator::free: the Allocation does not belong to this allocator"
         );
+        if self.history.is_on() {
+            let b = g.blocks[a.block as usize];
+            let addr = b.addr();
+            if !b.pending_free {
+                self.history
+                    .record(Action::FreeRequested, addr, b.requested, b.stream, b.site);
+            }
+            self.history
+                .record(Action::FreeCompleted, addr, b.requested, b.stream, b.site);
+        }
         g.deactivate(a.block);
     }
 
-    /// Releases every fully free segment back to the raw allocator (blocks
-    /// of segments that still hold live allocations stay cached).
-    pub(crate) fn empty_cache(&self) {
+    /// Marks the block of `a` as freed by its owner while other streams
+    /// still use it: it stays allocated until [`free`](Self::free), and the
+    /// history records `free_requested` now and `free_completed` then
+    /// (PyTorch's `record_stream` case).
+    pub(crate) fn request_free(&self, a: &Allocation) {
+        if a.block == NIL {
+            return;
+        }
         let mut g = self.inner.lock();
-        g.release_cached(&*self.raw);
+        let Some(b) = g.blocks.get_mut(a.block as usize) else {
+            return;
+        };
+        if !(b.allocated && b.ptr == a.ptr) || b.pending_free {
+            return;
+        }
+        b.pending_free = true;
+        let b = *b;
+        if self.history.is_on() {
+            self.history.record(
+                Action::FreeRequested,
+                b.addr(),
+                b.requested,
+                b.stream,
+                b.site,
+            );
+        }
+    }
+
+    /// Releases every fully free segment back to the raw allocator (blocks
+    /// of segments that still hold live allocations stay cached); the
+    /// caller is recorded with the `segment_free` events.
+    #[track_caller]
+    pub(crate) fn empty_cache(&self) {
+        let site = Location::caller();
+        let mut g = self.inner.lock();
+        g.release_cached(&*self.raw, &self.history, Some(site));
     }
 
     /// A snapshot of the statistics.
@@ -792,7 +888,29 @@ impl CachingAllocator {
     )]
     /// Snapshot of all segments in address order, with their blocks.
     pub(crate) fn segments(&self) -> Vec<SegmentInfo> {
+        Self::segments_of(&self.inner.lock())
+    }
+
+    /// The segments and the recorded history at one instant; records a
+    /// `snapshot` event (size = bytes of active blocks) first, as PyTorch.
+    pub(crate) fn snapshot(&self) -> (Vec<SegmentInfo>, Vec<super::history::RawEntry>) {
         let g = self.inner.lock();
+        let segments = Self::segments_of(&g);
+        if self.history.is_on() {
+            let active: usize = segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state != BlockState::Inactive)
+                .map(|b| b.size)
+                .sum();
+            self.history.record(Action::Snapshot, 0, active, 0, None);
+        }
+        let entries = self.history.entries();
+        drop(g);
+        (segments, entries)
+    }
+
+    fn segments_of(g: &Inner) -> Vec<SegmentInfo> {
         let mut out = Vec::with_capacity(g.segments.len());
         g.for_each_segment(|addr, seg, blocks| {
             let mut info = SegmentInfo {
@@ -819,7 +937,9 @@ impl CachingAllocator {
                     address: b.addr(),
                     size: b.size,
                     requested: b.requested,
-                    state: if b.allocated {
+                    state: if b.allocated && b.pending_free {
+                        BlockState::PendingFree
+                    } else if b.allocated {
                         BlockState::Active
                     } else {
                         BlockState::Inactive
@@ -839,7 +959,9 @@ impl Drop for CachingAllocator {
     /// never dangle.
     fn drop(&mut self) {
         let raw = &*self.raw;
-        self.inner.get_mut().release_cached(raw);
+        self.inner
+            .get_mut()
+            .release_cached(raw, &self.history, None);
     }
 }
 
