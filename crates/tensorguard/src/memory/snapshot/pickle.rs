@@ -189,7 +189,7 @@ mod tests {
         p.extend([b'N', 0x88, b'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0]);
         p.extend([0x8c, 1, b'x', 0x85, b'e', b's', b'.']);
         let ops = walk_opcodes(&p).unwrap();
-        assert_eq!(ops.len(), 17);
+        assert_eq!(ops.len(), 18);
         assert_eq!(ops.first(), Some(&0x80));
         assert_eq!(ops.last(), Some(&b'.'));
 
