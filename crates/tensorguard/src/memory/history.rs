@@ -7,20 +7,6 @@
 //! load per event. Turn it on with [`record_history`], read it with
 //! [`snapshot`](super::snapshot()) and write it for PyTorch's memory viewer with
 //! [`dump_snapshot`](super::dump_snapshot).
-//!
-//! ```
-//! use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
-//! use tensorguard::{DType, Device, Tensor};
-//! # fn main() -> tensorguard::Result<()> {
-//! let dev = Device::Cpu;
-//! memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
-//! drop(Tensor::zeros([256], DType::F32, &dev)?);
-//! let snap = memory::snapshot(&dev)?;
-//! let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action).collect();
-//! assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
-//! memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
-//! # Ok(()) }
-//! ```
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;

@@ -4,24 +4,6 @@
 //! them as a pickle that PyTorch's memory viewer
 //! (<https://pytorch.org/memory_viz>) and `torch.cuda._memory_viz` read, or
 //! as JSON.
-//!
-//! ```
-//! use tensorguard::memory::{self, BlockState, HistoryOptions};
-//! use tensorguard::{DType, Device, Tensor};
-//! # fn main() -> tensorguard::Result<()> {
-//! let dev = Device::Cpu;
-//! memory::record_history(&dev, HistoryOptions::default())?;
-//! let t = Tensor::zeros([1000], DType::F32, &dev)?;
-//! let snap = memory::snapshot(&dev)?;
-//! assert!(snap.segments.iter().flat_map(|s| &s.blocks).any(|b| b.state == BlockState::ActiveAllocated));
-//! let path = std::env::temp_dir().join(format!("doc_snapshot_{}.pickle", std::process::id()));
-//! memory::dump_snapshot(&dev, &path)?;
-//! assert_eq!(memory::read_snapshot(&path)?.segments.len(), snap.segments.len());
-//! # std::fs::remove_file(&path)?;
-//! # drop(t);
-//! # memory::record_history(&dev, None)?;
-//! # Ok(()) }
-//! ```
 
 pub(crate) mod pickle;
 
@@ -248,6 +230,20 @@ fn device_index(device: &Device) -> usize {
 /// states) and the events recorded by [`record_history`](super::record_history)
 /// (empty when not recording). While recording, a `snapshot` event is
 /// recorded first, as PyTorch does.
+///
+/// ```
+/// use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
+/// drop(Tensor::zeros([256], DType::F32, &dev)?);
+/// let snap = memory::snapshot(&dev)?;
+/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action).collect();
+/// assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
+/// memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
+/// # Ok(()) }
+/// ```
 pub fn snapshot(device: &Device) -> Result<MemorySnapshot> {
     let alloc = super::allocator(device)?;
     let (segments, entries) = alloc.snapshot();
@@ -386,6 +382,24 @@ impl MemorySnapshot {
 /// (open it at <https://pytorch.org/memory_viz> or with
 /// `python -m torch.cuda._memory_viz trace_plot`) or JSON when the path ends
 /// in `.json`.
+///
+/// ```
+/// use tensorguard::memory::{self, BlockState, HistoryOptions};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// let t = Tensor::zeros([1000], DType::F32, &dev)?;
+/// let snap = memory::snapshot(&dev)?;
+/// assert!(snap.segments.iter().flat_map(|s| &s.blocks).any(|b| b.state == BlockState::ActiveAllocated));
+/// let path = std::env::temp_dir().join(format!("doc_snapshot_{}.pickle", std::process::id()));
+/// memory::dump_snapshot(&dev, &path)?;
+/// assert_eq!(memory::read_snapshot(&path)?.segments.len(), snap.segments.len());
+/// # std::fs::remove_file(&path)?;
+/// # drop(t);
+/// # memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
 pub fn dump_snapshot(device: &Device, path: impl AsRef<Path>) -> Result<()> {
     snapshot(device)?.save(path)
 }

@@ -205,9 +205,7 @@ mod tests {
             .unwrap_err()
             .contains("past the end"));
         assert!(walk_opcodes(&[0x80, 3, b'N']).unwrap_err().contains("STOP"));
-        assert!(walk_opcodes(&[b'N', b'.', b'N'])
-            .unwrap_err()
-            .contains("follow"));
+        assert!(walk_opcodes(b"N.N").unwrap_err().contains("follow"));
     }
 
     #[test]
