@@ -139,10 +139,6 @@ impl Allocation {
     }
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// Which pool a segment belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PoolKind {
@@ -152,10 +148,6 @@ pub(crate) enum PoolKind {
     Large,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// State of a block in a [`SegmentInfo`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum BlockState {
@@ -168,10 +160,6 @@ pub(crate) enum BlockState {
     Inactive,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// One block of a segment snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BlockInfo {
@@ -187,10 +175,6 @@ pub(crate) struct BlockInfo {
     pub(crate) site: Option<&'static Location<'static>>,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// Snapshot of one segment, blocks in address order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentInfo {
@@ -817,34 +801,6 @@ impl CachingAllocator {
         g.deactivate(a.block);
     }
 
-    /// Marks the block of `a` as freed by its owner while other streams
-    /// still use it: it stays allocated until [`free`](Self::free), and the
-    /// history records `free_requested` now and `free_completed` then
-    /// (PyTorch's `record_stream` case).
-    pub(crate) fn request_free(&self, a: &Allocation) {
-        if a.block == NIL {
-            return;
-        }
-        let mut g = self.inner.lock();
-        let Some(b) = g.blocks.get_mut(a.block as usize) else {
-            return;
-        };
-        if !(b.allocated && b.ptr == a.ptr) || b.pending_free {
-            return;
-        }
-        b.pending_free = true;
-        let b = *b;
-        if self.history.is_on() {
-            self.history.record(
-                Action::FreeRequested,
-                b.addr(),
-                b.requested,
-                b.stream,
-                b.site,
-            );
-        }
-    }
-
     /// Releases every fully free segment back to the raw allocator (blocks
     /// of segments that still hold live allocations stay cached); the
     /// caller is recorded with the `segment_free` events.
@@ -881,76 +837,6 @@ impl CachingAllocator {
     pub(crate) fn largest_free_block(&self) -> usize {
         self.inner.lock().largest_free_block()
     }
-
-    #[allow(
-        dead_code,
-        reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-    )]
-    /// Snapshot of all segments in address order, with their blocks.
-    pub(crate) fn segments(&self) -> Vec<SegmentInfo> {
-        Self::segments_of(&self.inner.lock())
-    }
-
-    /// The segments and the recorded history at one instant; records a
-    /// `snapshot` event (size = bytes of active blocks) first, as PyTorch.
-    pub(crate) fn snapshot(&self) -> (Vec<SegmentInfo>, Vec<super::history::RawEntry>) {
-        let g = self.inner.lock();
-        let segments = Self::segments_of(&g);
-        if self.history.is_on() {
-            let active: usize = segments
-                .iter()
-                .flat_map(|s| &s.blocks)
-                .filter(|b| b.state != BlockState::Inactive)
-                .map(|b| b.size)
-                .sum();
-            self.history.record(Action::Snapshot, 0, active, 0, None);
-        }
-        let entries = self.history.entries();
-        drop(g);
-        (segments, entries)
-    }
-
-    fn segments_of(g: &Inner) -> Vec<SegmentInfo> {
-        let mut out = Vec::with_capacity(g.segments.len());
-        g.for_each_segment(|addr, seg, blocks| {
-            let mut info = SegmentInfo {
-                address: addr,
-                total_size: seg.size,
-                allocated_size: 0,
-                requested_size: 0,
-                stream: 0,
-                pool: PoolKind::Large,
-                blocks: Vec::new(),
-            };
-            for b in blocks {
-                info.stream = b.stream;
-                info.pool = if b.small {
-                    PoolKind::Small
-                } else {
-                    PoolKind::Large
-                };
-                if b.allocated {
-                    info.allocated_size += b.size;
-                    info.requested_size += b.requested;
-                }
-                info.blocks.push(BlockInfo {
-                    address: b.addr(),
-                    size: b.size,
-                    requested: b.requested,
-                    state: if b.allocated && b.pending_free {
-                        BlockState::PendingFree
-                    } else if b.allocated {
-                        BlockState::Active
-                    } else {
-                        BlockState::Inactive
-                    },
-                    site: b.site,
-                });
-            }
-            out.push(info);
-        });
-        out
-    }
 }
 
 impl Drop for CachingAllocator {
@@ -965,6 +851,7 @@ impl Drop for CachingAllocator {
     }
 }
 
+mod snapshot;
 mod summary;
 #[cfg(test)]
 mod tests;
