@@ -248,6 +248,15 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
         )));
     }
 
+    if data[0] != 0x80 {
+        return Err(MemvizError::new(format!(
+            "{what} is not a pickle: it starts with byte 0x{:02x}, not pickle's PROTO opcode 0x80 \
+             (pickle protocol 2 or newer, which torch.cuda.memory._dump_snapshot writes). Expected a \
+             snapshot pickle, or a .json file with the same layout.",
+            data[0]
+        )));
+    }
+
     fn pop(stack: &mut Vec<Value>, r: &Reader, op: u8) -> Result<Value, MemvizError> {
         stack
             .pop()

@@ -268,4 +268,35 @@
   status.textContent = 'rendered ' + data.elements.length + ' allocations over ' + data.end + ' time steps';
   status.setAttribute('data-rendered', 'y' + 'es');
   document.title = 'memviz: timeline ' + 'rendered';
+
+  // `#selftest`: hover the largest allocation and zoom once, then report
+  // what happened in the DOM (used by the headless-browser check).
+  if (window.location.hash === '#selftest') {
+    var out = [];
+    var big = -1;
+    for (var z = 0; z < data.elements.length; z++) {
+      if (big < 0 || data.elements[z][0] > data.elements[big][0]) { big = z; }
+    }
+    if (big >= 0) {
+      var el = data.elements[big];
+      var tm = (el[1] + Math.min(el[2], data.end)) / 2;
+      var rect = canvas.getBoundingClientRect();
+      canvas.dispatchEvent(new MouseEvent('mousemove', {
+        clientX: rect.left + X(tm), clientY: rect.top + Y(offsetAt(el, tm) + el[0] / 2), bubbles: true }));
+      var shown = tip.style.display === 'block' && tip.textContent.indexOf('0x' + el[4]) >= 0 &&
+        tip.textContent.indexOf(fmtBytes(el[0])) >= 0;
+      out.push('hover ' + (shown ? 'ok' : 'FAILED') + ': ' + tip.textContent.split('\n').slice(0, 3).join(' | '));
+    } else {
+      out.push('hover skipped: no allocation drawn');
+    }
+    var before = view.x1 - view.x0;
+    zoomBy(1 / 2);
+    var zoomed = view.x1 - view.x0;
+    setView(0, data.end);
+    out.push('zoom ' + (zoomed < before || before <= 2 ? 'ok' : 'FAILED') + ': ' + before + ' -> ' + zoomed + ' time steps');
+    var st = document.createElement('pre');
+    st.id = 'memviz-selftest';
+    st.textContent = out.join('\n');
+    document.body.appendChild(st);
+  }
 })();
