@@ -33,11 +33,19 @@ pub struct Layout {
     pub drawn_total: Vec<(u32, u64)>,
 }
 
-/// Stacks the `max_entries` largest allocations in order of allocation.
+/// Stacks `max_entries` allocations in order of allocation: first those
+/// alive at the peak, then the ones covering the most area on the plot
+/// (bytes x time steps); the rest form the summarized band.
 pub fn layout(tl: &Timeline, max_entries: usize) -> Layout {
     let end_t = tl.allocated.len() as u32;
+    let peak = tl.peak().0;
+    let rank = |i: usize| {
+        let a = &tl.allocs[i];
+        let area = u128::from(a.size) * u128::from(a.end.unwrap_or(end_t) - a.start);
+        (a.alive_at(peak), area, a.size)
+    };
     let mut order: Vec<usize> = (0..tl.allocs.len()).collect();
-    order.sort_by(|&a, &b| tl.allocs[b].size.cmp(&tl.allocs[a].size).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| rank(b).cmp(&rank(a)).then(a.cmp(&b)));
     order.truncate(max_entries);
     order.sort_unstable(); // allocs are in order of start already
     let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(order.len() * 2);

@@ -20,6 +20,20 @@ pub const SIZE: (u32, u32) = (1200, 600);
 /// Most points drawn per series (min/max kept per column).
 const COLUMNS: usize = 2400;
 
+/// A step line through the points: each value holds until the next time.
+fn steps(points: Vec<(f64, u64)>) -> Vec<(f64, u64)> {
+    let mut out: Vec<(f64, u64)> = Vec::with_capacity(points.len() * 2);
+    for (t, v) in points {
+        if let Some(&(_, prev)) = out.last() {
+            if prev != v {
+                out.push((t, prev));
+            }
+        }
+        out.push((t, v));
+    }
+    out
+}
+
 /// Per column of time steps, the minimum and maximum (so spikes survive).
 fn columns(series: &[u64]) -> Vec<(f64, u64)> {
     if series.len() <= COLUMNS {
@@ -129,7 +143,7 @@ pub fn write(
         .draw()
         .map_err(|e| err(path, e))?;
 
-    let alloc = columns(&tl.allocated);
+    let alloc = steps(columns(&tl.allocated));
     let blue = RGBColor(78, 121, 167);
     chart
         .draw_series(
@@ -148,7 +162,7 @@ pub fn write(
     let red = RGBColor(200, 0, 0);
     chart
         .draw_series(LineSeries::new(
-            columns(&tl.reserved)
+            steps(columns(&tl.reserved))
                 .into_iter()
                 .map(|(t, v)| (t, v as f64 / scale)),
             red.stroke_width(2),

@@ -10,7 +10,7 @@
   var tip = document.getElementById('memviz-tip');
   var detail = document.getElementById('memviz-detail');
   var ctx = canvas.getContext('2d');
-  var M = { left: 86, right: 16, top: 12, bottom: 36 };
+  var M = { left: 86, right: 36, top: 12, bottom: 36 };
   var view = { x0: 0, x1: Math.max(1, data.end) };
   var yMax = data.ymax * 1.05;
   var hover = -1;
@@ -273,18 +273,24 @@
   // what happened in the DOM (used by the headless-browser check).
   if (window.location.hash === '#selftest') {
     var out = [];
-    var big = -1;
+    var big = -1, bigArea = -1;
     for (var z = 0; z < data.elements.length; z++) {
-      if (big < 0 || data.elements[z][0] > data.elements[big][0]) { big = z; }
+      var ez = data.elements[z];
+      var area = ez[0] * (Math.min(ez[2], data.end) - ez[1]);
+      if (area > bigArea) { big = z; bigArea = area; }
     }
     if (big >= 0) {
       var el = data.elements[big];
       var tm = (el[1] + Math.min(el[2], data.end)) / 2;
       var rect = canvas.getBoundingClientRect();
+      // Mouse events carry whole pixels: aim at one and ask the page what is there.
+      var px = Math.round(X(tm)), py = Math.round(Y(offsetAt(el, tm) + el[0] / 2));
+      var expect = find(invX(px), invY(py));
       canvas.dispatchEvent(new MouseEvent('mousemove', {
-        clientX: rect.left + X(tm), clientY: rect.top + Y(offsetAt(el, tm) + el[0] / 2), bubbles: true }));
-      var shown = tip.style.display === 'block' && tip.textContent.indexOf('0x' + el[4]) >= 0 &&
-        tip.textContent.indexOf(fmtBytes(el[0])) >= 0;
+        clientX: rect.left + px, clientY: rect.top + py, bubbles: true }));
+      var want = expect >= 0 ? data.elements[expect] : null;
+      var shown = want !== null && tip.style.display === 'block' &&
+        tip.textContent.indexOf('0x' + want[4]) >= 0 && tip.textContent.indexOf(fmtBytes(want[0])) >= 0;
       out.push('hover ' + (shown ? 'ok' : 'FAILED') + ': ' + tip.textContent.split('\n').slice(0, 3).join(' | '));
     } else {
       out.push('hover skipped: no allocation drawn');
