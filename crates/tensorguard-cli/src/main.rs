@@ -4,9 +4,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-mod memviz;
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
+use tensorguard_cli::memviz;
 
 #[derive(Parser)]
 #[command(

@@ -461,3 +461,62 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
         segments: SegmentSummary::of(snap, tl.device),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memviz::pickle::Value;
+
+    fn snap(json: &str) -> Snapshot {
+        let v = Value::from_json(serde_json::from_str(json).unwrap());
+        Snapshot::from_value(&v, "test").unwrap()
+    }
+
+    #[test]
+    fn free_without_alloc_and_untraced_blocks_were_alive_from_the_start() {
+        let s = snap(
+            r#"{"segments": [{"address": 0, "total_size": 1000, "blocks": [
+                   {"address": 0, "size": 100, "state": "active_allocated"},
+                   {"address": 100, "size": 900, "state": "inactive"}]}],
+                "device_traces": [[
+                   {"action": "free_completed", "addr": 500, "size": 50},
+                   {"action": "alloc", "addr": 600, "size": 10},
+                   {"action": "free_requested", "addr": 600, "size": 10},
+                   {"action": "free_completed", "addr": 600, "size": 10}]]}"#,
+        );
+        let tl = Timeline::build(&s, 0);
+        // 100 (block never allocated in the trace) + 50 (freed first) at the start.
+        assert_eq!(tl.allocated, vec![150, 100, 110, 110, 100]);
+        assert_eq!(tl.reserved, vec![1000; 5]);
+        assert_eq!(tl.peak(), (0, 150));
+        let r = analyze(&s, &tl, 10);
+        assert!(r.leaks.is_empty(), "initial blocks are not leaks");
+        assert_eq!(r.alive_at_peak, 2);
+        assert_eq!(r.segments.largest_free.map(|f| f.0), Some(900));
+    }
+
+    #[test]
+    fn segments_set_the_reserved_baseline_and_call_sites_skip_plumbing() {
+        let s = snap(
+            r#"{"segments": [{"address": 0, "total_size": 4096, "blocks": []}],
+                "device_traces": [[
+                   {"action": "segment_alloc", "addr": 8192, "size": 2048},
+                   {"action": "alloc", "addr": 8192, "size": 64, "frames": [
+                       {"filename": "??", "line": 0, "name": "c10::cuda::malloc"},
+                       {"filename": "/a/b/user.cpp", "line": 7, "name": "run"}]},
+                   {"action": "segment_free", "addr": 8192, "size": 2048}]]}"#,
+        );
+        let tl = Timeline::build(&s, 0);
+        assert_eq!(tl.reserved, vec![4096, 6144, 6144, 4096]);
+        let r = analyze(&s, &tl, 10);
+        assert_eq!(r.sites[0].site, "b/user.cpp:7:run");
+        assert_eq!((r.sites[0].leaked_count, r.leaks.len()), (1, 1));
+    }
+
+    #[test]
+    fn short_file_keeps_two_components() {
+        assert_eq!(short_file("/x/y/z.py"), "y/z.py");
+        assert_eq!(short_file("z.py"), "z.py");
+        assert_eq!(short_file("y/z.py"), "y/z.py");
+    }
+}

@@ -273,3 +273,40 @@ pub fn write(
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memviz::pickle::Value;
+
+    #[test]
+    fn bands_above_a_freed_allocation_move_down() {
+        let v = Value::from_json(
+            serde_json::from_str(
+                r#"{"segments": [], "device_traces": [[
+                    {"action": "alloc", "addr": 1, "size": 10},
+                    {"action": "alloc", "addr": 2, "size": 20},
+                    {"action": "alloc", "addr": 3, "size": 30},
+                    {"action": "free_completed", "addr": 1, "size": 10},
+                    {"action": "free_completed", "addr": 3, "size": 30}]]}"#,
+            )
+            .unwrap(),
+        );
+        let snap = Snapshot::from_value(&v, "test").unwrap();
+        let tl = Timeline::build(&snap, 0);
+        let all = layout(&tl, 10);
+        assert_eq!(all.drawn, vec![0, 1, 2]);
+        assert_eq!(all.steps[0], vec![(1, 0)]);
+        assert_eq!(all.steps[1], vec![(2, 10), (4, 0)]);
+        assert_eq!(all.steps[2], vec![(3, 30), (4, 20)]);
+        // The band still alive at the end closes at t = 6, past the last step.
+        assert_eq!(
+            all.drawn_total,
+            vec![(0, 0), (1, 10), (2, 30), (3, 60), (4, 50), (5, 20), (6, 0)]
+        );
+        // With one band drawn, the one alive at the peak (t=3) and largest in area wins.
+        let one = layout(&tl, 1);
+        assert_eq!(one.drawn, vec![1]);
+        assert_eq!(one.steps[0], vec![(2, 0)]);
+    }
+}

@@ -3,6 +3,21 @@
 //! layout) and reports the peak, what was alive at it, fragmentation, leaks
 //! and allocations per call site; `--html` writes an interactive timeline
 //! and `--png` a static plot.
+//!
+//! ```
+//! use tensorguard_cli::memviz::{analyze::{analyze, Timeline}, load};
+//!
+//! # fn main() -> Result<(), tensorguard_cli::memviz::MemvizError> {
+//! let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+//!     .join("tests/fixtures/pytorch_small.pickle");
+//! let snap = load(&path)?;
+//! let timeline = Timeline::build(&snap, 0);
+//! let report = analyze(&snap, &timeline, 3);
+//! assert_eq!(report.peak, (7, 1_900_544)); // bytes allocated after event 7
+//! assert_eq!(report.leaks.len(), 2);
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod analyze;
 pub mod html;
@@ -123,6 +138,28 @@ pub fn devices(snap: &Snapshot, only: Option<usize>) -> Vec<usize> {
 
 /// Runs `tensorguard memviz`: returns the text report and writes the
 /// requested HTML/PNG files.
+///
+/// ```
+/// use tensorguard_cli::memviz::{run, Options};
+///
+/// let dir = std::env::temp_dir();
+/// let opts = Options {
+///     snapshot: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+///         .join("tests/fixtures/pytorch_small.json"),
+///     device: None,
+///     top: 5,
+///     frames: 4,
+///     sites: 10,
+///     html: Some(dir.join("memviz-doc.html")),
+///     png: None,
+///     max_entries: 100,
+/// };
+/// let report = run(&opts).unwrap();
+/// assert!(report.contains("peak allocated: 1.81 MiB at event 7 of 18"));
+///
+/// let missing = Options { snapshot: "no/such.pickle".into(), ..opts };
+/// assert!(run(&missing).unwrap_err().to_string().starts_with("cannot read the snapshot"));
+/// ```
 pub fn run(opts: &Options) -> Result<String, MemvizError> {
     let snap = load(&opts.snapshot)?;
     let devs = devices(&snap, opts.device);

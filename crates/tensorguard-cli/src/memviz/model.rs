@@ -250,6 +250,7 @@ fn display(v: &Value) -> String {
         Value::None => "None".into(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
         Value::Float(f) => f.to_string(),
         Value::Str(s) => s.to_string(),
         Value::Bytes(b) => format!("<{} bytes>", b.len()),

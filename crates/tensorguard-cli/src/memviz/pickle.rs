@@ -19,8 +19,10 @@ pub enum Value {
     None,
     /// `True` / `False`.
     Bool(bool),
-    /// An `int` (pickles of larger ints than 128 bits decode as [`Value::Object`]).
-    Int(i128),
+    /// An `int` that fits in `i64`.
+    Int(i64),
+    /// An `int` above `i64::MAX` that fits in `u64` (e.g. a high address).
+    UInt(u64),
     /// A `float`.
     Float(f64),
     /// A `str`.
@@ -52,7 +54,8 @@ impl Value {
     /// The integer, if `self` is an int (or a bool, like Python).
     pub fn as_int(&self) -> Option<i128> {
         match self {
-            Value::Int(i) => Some(*i),
+            Value::Int(i) => Some(i128::from(*i)),
+            Value::UInt(u) => Some(i128::from(*u)),
             Value::Bool(b) => Some(i128::from(*b)),
             Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i128),
             _ => None,
@@ -81,7 +84,7 @@ impl Value {
         match self {
             Value::None => "None",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int",
+            Value::Int(_) | Value::UInt(_) => "int",
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Bytes(_) => "bytes",
@@ -99,9 +102,9 @@ impl Value {
             serde_json::Value::Bool(b) => Value::Bool(b),
             serde_json::Value::Number(n) => {
                 if let Some(i) = n.as_i64() {
-                    Value::Int(i128::from(i))
+                    Value::Int(i)
                 } else if let Some(u) = n.as_u64() {
-                    Value::Int(i128::from(u))
+                    Value::UInt(u)
                 } else {
                     Value::Float(n.as_f64().unwrap_or(f64::NAN))
                 }
@@ -235,6 +238,16 @@ fn signed_le(bytes: &[u8]) -> Option<i128> {
 }
 
 /// Decodes one pickle from `data`; `what` names the file in error messages.
+///
+/// ```
+/// use tensorguard_cli::memviz::pickle::decode;
+///
+/// // pickle.dumps({'segments': []}, protocol=4)
+/// let data = b"\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x08segments\x94]\x94s.";
+/// let v = decode(data, "example").unwrap();
+/// assert!(v.get("segments").unwrap().items().unwrap().is_empty());
+/// assert!(decode(&data[..10], "cut").unwrap_err().to_string().contains("truncated"));
+/// ```
 pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
     let mut r = Reader { data, pos: 0, what };
     let mut stack: Vec<Value> = Vec::with_capacity(64);
@@ -329,15 +342,15 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
             0x89 => stack.push(Value::Bool(false)),
             b'J' => {
                 let v = r.u32(op)? as i32;
-                stack.push(Value::Int(i128::from(v)));
+                stack.push(Value::Int(i64::from(v)));
             }
             b'K' => {
                 let v = r.u8(op)?;
-                stack.push(Value::Int(i128::from(v)));
+                stack.push(Value::Int(i64::from(v)));
             }
             b'M' => {
                 let b = r.take(2, op)?;
-                stack.push(Value::Int(i128::from(u16::from_le_bytes([b[0], b[1]]))));
+                stack.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
             }
             0x8a | 0x8b => {
                 let n = if op == 0x8a {
@@ -346,9 +359,14 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
                     r.u32(op)? as usize
                 };
                 let bytes = r.take(n, op)?;
+                let too_big = || Value::Object(format!("int of {n} bytes").into());
                 stack.push(match signed_le(bytes) {
-                    Some(i) => Value::Int(i),
-                    None => Value::Object(format!("int of {n} bytes").into()),
+                    Some(i) => match (i64::try_from(i), u64::try_from(i)) {
+                        (Ok(i), _) => Value::Int(i),
+                        (_, Ok(u)) => Value::UInt(u),
+                        _ => too_big(),
+                    },
+                    None => too_big(),
                 });
             }
             b'G' => {
@@ -603,7 +621,16 @@ mod tests {
         assert!(matches!(a[4], Value::Bool(true)));
         let b = v.get("b").unwrap().items().unwrap();
         assert_eq!(b[0].as_str().map(|s| s.to_string()), Some("x".to_string()));
-        assert_eq!(b[1].as_int(), Some(1i128 << 70));
+        // 2**70 does not fit in 64 bits: kept as an opaque value, not an error.
+        assert!(matches!(b[1], Value::Object(_)));
+        assert_eq!(b[1].as_int(), None);
+        // pickle.dumps(2**63, protocol=4): LONG1 of 9 bytes, above i64::MAX.
+        let big = decode(
+            b"\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00.",
+            "u64",
+        )
+        .unwrap();
+        assert_eq!(big.as_int(), Some(1i128 << 63));
     }
 
     #[test]
