@@ -44,10 +44,11 @@ enum Command {
         /// How many call sites to list.
         #[arg(long, default_value_t = 20)]
         sites: usize,
-        /// Write an interactive, self-contained HTML memory timeline here.
+        /// Write an interactive, self-contained HTML memory timeline here
+        /// (of the first device reported, or of --device).
         #[arg(long, value_name = "OUT")]
         html: Option<std::path::PathBuf>,
-        /// Write a static PNG plot of allocated/reserved memory here.
+        /// Write a static PNG plot of allocated/reserved memory here (same device).
         #[arg(long, value_name = "OUT")]
         png: Option<std::path::PathBuf>,
         /// Allocations drawn one by one in the HTML timeline; smaller ones are summarized.

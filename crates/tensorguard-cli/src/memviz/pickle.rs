@@ -40,10 +40,11 @@ pub enum Value {
 }
 
 impl Value {
-    /// The value of key `key` if `self` is a dict with a `str` key `key`.
+    /// The value of key `key` if `self` is a dict with a `str` key `key`
+    /// (the last one if the pickle set it twice).
     pub fn get(&self, key: &str) -> Option<Value> {
         match self {
-            Value::Dict(d) => d.borrow().iter().find_map(|(k, v)| match k {
+            Value::Dict(d) => d.borrow().iter().rev().find_map(|(k, v)| match k {
                 Value::Str(s) if &**s == key => Some(v.clone()),
                 _ => None,
             }),
@@ -421,22 +422,9 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
                 };
                 let new = pairs(items, &r, op)?;
                 match stack.last() {
-                    Some(Value::Dict(d)) => {
-                        let mut d = d.borrow_mut();
-                        for (k, v) in new {
-                            // Python semantics: a repeated key replaces the value.
-                            let existing = match &k {
-                                Value::Str(ks) => d
-                                    .iter()
-                                    .position(|(ek, _)| matches!(ek, Value::Str(es) if es == ks)),
-                                _ => None,
-                            };
-                            match existing {
-                                Some(i) => d[i].1 = v,
-                                None => d.push((k, v)),
-                            }
-                        }
-                    }
+                    // A repeated key is appended; `Value::get` reads the last
+                    // one, so the later value wins as in Python.
+                    Some(Value::Dict(d)) => d.borrow_mut().extend(new),
                     Some(Value::Object(_)) => {}
                     _ => return Err(r.corrupt(op, "no dict to add items to")),
                 }
