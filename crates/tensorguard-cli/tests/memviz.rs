@@ -384,3 +384,28 @@ fn html_timeline_renders_in_headless_chromium() {
     );
     assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
 }
+
+#[test]
+fn missing_required_fields_name_the_field_and_its_place() {
+    let dir = out_dir("missing_fields");
+    let no_size = dir.join("no_size.json");
+    std::fs::write(
+        &no_size,
+        r#"{"segments": [{"address": 0, "total_size": 8, "blocks": [{"state": "inactive"}]}]}"#,
+    )
+    .unwrap();
+    fails_with(
+        &no_size,
+        &["`segments[0].blocks[0]` has no `size`, which every block of a PyTorch memory snapshot has"],
+    );
+    let no_action = dir.join("no_action.json");
+    std::fs::write(
+        &no_action,
+        r#"{"segments": [], "device_traces": [[{"addr": 1}]]}"#,
+    )
+    .unwrap();
+    fails_with(
+        &no_action,
+        &["`device_traces[0][0]` has no `action` string"],
+    );
+}

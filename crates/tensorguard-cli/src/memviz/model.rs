@@ -298,7 +298,13 @@ fn field_int(
             "{what}: `{path}` has no `{key}`, which every {} of a PyTorch memory snapshot has. \
              The file may be from an unsupported writer; check it with \
              `python3 -m torch.cuda._memory_viz stats FILE`.",
-            path.rsplit('.').next().unwrap_or(path)
+            if path.contains("blocks") {
+                "block"
+            } else if path.starts_with("segments") {
+                "segment"
+            } else {
+                "entry"
+            }
         ))),
         Some(v) => v.as_int().map(Some).ok_or_else(|| {
             MemvizError::new(format!(
