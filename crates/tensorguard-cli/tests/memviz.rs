@@ -110,7 +110,7 @@ fn viewer_test_examples_give_pytorchs_peaks() {
     // before the trace, so the peak (94371840 B) is at its start.
     let r = report(&fixture("viewer_free_without_alloc.pickle"));
     assert!(
-        r.contains("peak allocated: 90.00 MiB at before the trace"),
+        r.contains("peak allocated: 90.00 MiB at the start of the trace"),
         "{r}"
     );
     assert!(r.contains("after the last event: 256 B allocated"), "{r}");
@@ -126,7 +126,7 @@ fn segments_only_pickle_reports_the_final_segments() {
     );
     // The active blocks (256 KiB + 384 KiB + 64 KiB) were alive throughout.
     assert!(
-        r.contains("peak allocated: 704.00 KiB at before the trace (3 allocations alive)"),
+        r.contains("peak allocated: 704.00 KiB at the start of the trace (3 allocations alive)"),
         "{r}"
     );
 }

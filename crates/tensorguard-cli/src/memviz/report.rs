@@ -22,7 +22,7 @@ fn pct(part: u64, whole: u64) -> String {
 /// When an event happened, relative to the trace's first timestamp.
 fn when(tl: &Timeline, t: u32) -> String {
     if t == 0 {
-        return "before the trace".into();
+        return "the start of the trace".into();
     }
     let first = tl.time_us.iter().flatten().next().copied();
     match (first, tl.time_us.get(t as usize - 1).copied().flatten()) {
