@@ -409,3 +409,49 @@ fn missing_required_fields_name_the_field_and_its_place() {
         &["`device_traces[0][0]` has no `action` string"],
     );
 }
+
+/// A snapshot written by tensorguard itself (pickle and JSON) reads back in
+/// memviz with the figures of the pattern that made it.
+#[test]
+fn our_own_snapshots_read_back_with_their_figures() -> tensorguard::Result<()> {
+    use tensorguard::memory::{self, HistoryOptions, Stacks};
+    use tensorguard::{device, DType, Device, Tensor};
+    let dev = Device::Emulated(1);
+    memory::record_history(
+        &dev,
+        HistoryOptions {
+            max_entries: 1000,
+            stacks: Stacks::CallSite,
+            clear_history: true,
+        },
+    )?;
+    let line = line!() + 1;
+    let big = Tensor::empty([1 << 20], DType::F32, &dev)?; // 4 MiB, kept
+    let small = Tensor::empty([1000], DType::F32, &dev)?; // 4000 B, freed
+    drop(small);
+    device::synchronize(&dev)?;
+    let dir = out_dir("our_own_snapshots");
+    memory::dump_snapshot(&dev, dir.join("ours.pickle"))?;
+    // the same state as JSON (a second dump would record a second
+    // `snapshot` event, as PyTorch does)
+    memory::read_snapshot(dir.join("ours.pickle"))?.save(dir.join("ours.json"))?;
+    memory::record_history(&dev, None)?;
+    drop(big);
+    let r = report(&dir.join("ours.pickle"));
+    assert!(r.contains("peak allocated: 4.00 MiB"), "{r}");
+    assert!(
+        r.contains("leaks (allocated in the trace and never freed): 1 allocations, 4.00 MiB"),
+        "{r}"
+    );
+    assert!(r.contains(&format!("tests/memviz.rs:{line}")), "{r}");
+    let j = report(&dir.join("ours.json"));
+    // the title names the file; settings are printed in the file's key order
+    let body = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with("memviz:") && !l.starts_with("allocator settings:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(body(&r), body(&j));
+    Ok(())
+}
