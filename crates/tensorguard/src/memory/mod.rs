@@ -43,6 +43,8 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
+    /// For the profiler's memory accounting.
+    device: Device,
 }
 
 // SAFETY: a Buffer is the only owner of its memory block; reads go through
@@ -80,10 +82,12 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
+        crate::profiler::on_alloc(device, bytes);
         Ok(Buffer {
             alloc: Some(alloc),
             allocator,
             len: bytes,
+            device: *device,
         })
     }
 
@@ -93,6 +97,7 @@ impl Buffer {
             alloc: self.alloc.take(),
             allocator: self.allocator,
             len: std::mem::take(&mut self.len),
+            device: self.device,
         }
     }
 
@@ -141,6 +146,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(a) = self.alloc.take() {
             self.allocator.free(a);
+            crate::profiler::on_free(&self.device, self.len);
         }
     }
 }

@@ -96,10 +96,11 @@ impl Tensor {
         }
         device.check_available()?;
         let site = Location::caller();
+        let bytes = self.numel() * self.dtype().size_in_bytes();
+        let _prof = crate::profiler::transfer_scope("to", self.device(), *device, bytes, site);
         let src = self.contiguous()?;
         src.storage().sync_for_host_read()?;
         let out = Tensor::uninit(self.shape(), self.dtype(), device, site)?;
-        let bytes = self.numel() * self.dtype().size_in_bytes();
         let start = src.storage_offset() * self.dtype().size_in_bytes();
         let host: Vec<u8> = src.storage().data.read().bytes()[start..start + bytes].to_vec();
         fill_from_host::<u8>(&out, site, |dst| dst[..bytes].copy_from_slice(&host))?;
