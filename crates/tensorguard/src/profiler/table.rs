@@ -4,7 +4,6 @@
 //! right-aligned columns two spaces apart, and the `Self CPU time total`
 //! footer.
 
-use std::cmp::Reverse;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -40,20 +39,37 @@ pub enum SortBy {
 }
 
 impl SortBy {
-    fn key(self, r: &KeyAverage) -> i128 {
-        let ns = |d: Duration| d.as_nanos() as i128;
+    /// The value sorted on, computed as PyTorch does (float microseconds).
+    fn key(self, r: &KeyAverage) -> f64 {
         match self {
-            SortBy::CpuTimeTotal => ns(r.cpu_time_total),
-            SortBy::SelfCpuTimeTotal => ns(r.self_cpu_time_total),
-            SortBy::CpuTime => ns(r.cpu_time()),
-            SortBy::DeviceTimeTotal => ns(r.device_time_total),
-            SortBy::SelfDeviceTimeTotal => ns(r.self_device_time_total),
-            SortBy::DeviceTime => ns(r.device_time()),
-            SortBy::CpuMemoryUsage => r.cpu_memory_usage.into(),
-            SortBy::SelfCpuMemoryUsage => r.self_cpu_memory_usage.into(),
-            SortBy::DeviceMemoryUsage => r.device_memory_usage.into(),
-            SortBy::SelfDeviceMemoryUsage => r.self_device_memory_usage.into(),
-            SortBy::Count => r.count as i128,
+            SortBy::CpuTimeTotal => us(r.cpu_time_total),
+            SortBy::SelfCpuTimeTotal => us(r.self_cpu_time_total),
+            SortBy::CpuTime => average(r.cpu_time_total, r.count),
+            SortBy::DeviceTimeTotal => us(r.device_time_total),
+            SortBy::SelfDeviceTimeTotal => us(r.self_device_time_total),
+            SortBy::DeviceTime => average(r.device_time_total, r.count),
+            SortBy::CpuMemoryUsage => r.cpu_memory_usage as f64,
+            SortBy::SelfCpuMemoryUsage => r.self_cpu_memory_usage as f64,
+            SortBy::DeviceMemoryUsage => r.device_memory_usage as f64,
+            SortBy::SelfDeviceMemoryUsage => r.self_device_memory_usage as f64,
+            SortBy::Count => r.count as f64,
+        }
+    }
+
+    /// PyTorch's name for the column (`"cpu_time_total"`, `"cuda_time_total"`).
+    pub fn pytorch_name(self) -> &'static str {
+        match self {
+            SortBy::CpuTimeTotal => "cpu_time_total",
+            SortBy::SelfCpuTimeTotal => "self_cpu_time_total",
+            SortBy::CpuTime => "cpu_time",
+            SortBy::DeviceTimeTotal => "cuda_time_total",
+            SortBy::SelfDeviceTimeTotal => "self_cuda_time_total",
+            SortBy::DeviceTime => "cuda_time",
+            SortBy::CpuMemoryUsage => "cpu_memory_usage",
+            SortBy::SelfCpuMemoryUsage => "self_cpu_memory_usage",
+            SortBy::DeviceMemoryUsage => "cuda_memory_usage",
+            SortBy::SelfDeviceMemoryUsage => "self_cuda_memory_usage",
+            SortBy::Count => "count",
         }
     }
 }
@@ -204,7 +220,8 @@ impl KeyAverages {
         let has_stack = rows.iter().any(|r| r.site.is_some());
 
         let mut order: Vec<&KeyAverage> = rows.iter().collect();
-        order.sort_by_key(|r| Reverse(sort_by.key(r))); // stable
+        // descending and stable, as Python's sorted(..., reverse=True)
+        order.sort_by(|a, b| sort_by.key(b).total_cmp(&sort_by.key(a)));
 
         let shapes_str = |r: &KeyAverage| {
             r.input_shapes
