@@ -245,6 +245,30 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
+    /// A slot for device work this event queues on `stream`: whoever runs
+    /// it calls [`DeviceTiming::running`] around it.
+    pub(crate) fn device_timing(&self, stream: StreamId) -> Option<DeviceTiming> {
+        with_local(|l| {
+            if l.session.id != self.session {
+                return None;
+            }
+            let slot = Arc::new(DeviceSlot {
+                epoch: l.session.epoch,
+                start: AtomicU64::new(0),
+                end: AtomicU64::new(0),
+                done: AtomicBool::new(false),
+            });
+            l.session.slots.lock().push(SlotTarget {
+                log: Arc::clone(&l.log),
+                index: self.index,
+                stream,
+                slot: Arc::clone(&slot),
+            });
+            Some(DeviceTiming(slot))
+        })
+        .flatten()
+    }
+
     fn close(&self) {
         with_local(|l| {
             if l.session.id == self.session {
@@ -274,25 +298,7 @@ pub(crate) struct OpScope {
 impl OpScope {
     /// A slot for the kernel this op queues on `stream`.
     pub(crate) fn device_timing(&self, stream: StreamId) -> Option<DeviceTiming> {
-        with_local(|l| {
-            if l.session.id != self.scope.session {
-                return None;
-            }
-            let slot = Arc::new(DeviceSlot {
-                epoch: l.session.epoch,
-                start: AtomicU64::new(0),
-                end: AtomicU64::new(0),
-                done: AtomicBool::new(false),
-            });
-            l.session.slots.lock().push(SlotTarget {
-                log: Arc::clone(&l.log),
-                index: self.scope.index,
-                stream,
-                slot: Arc::clone(&slot),
-            });
-            Some(DeviceTiming(slot))
-        })
-        .flatten()
+        self.scope.device_timing(stream)
     }
 }
 
