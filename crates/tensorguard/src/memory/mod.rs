@@ -57,6 +57,8 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
+    /// For the profiler's memory accounting.
+    device: Device,
 }
 
 // SAFETY: a Buffer is the only owner of its memory block; reads go through
@@ -94,18 +96,21 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
-        Ok(Buffer::from_allocation(alloc, allocator, bytes))
+        crate::profiler::on_alloc(device, bytes);
+        Ok(Buffer::from_allocation(alloc, allocator, bytes, *device))
     }
 
     fn from_allocation(
         alloc: Allocation,
         allocator: &'static CachingAllocator,
         len: usize,
+        device: Device,
     ) -> Buffer {
         Buffer {
             alloc: Some(alloc),
             allocator,
             len,
+            device,
         }
     }
 
@@ -115,6 +120,7 @@ impl Buffer {
             alloc: self.alloc.take(),
             allocator: self.allocator,
             len: std::mem::take(&mut self.len),
+            device: self.device,
         }
     }
 
@@ -172,6 +178,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(a) = self.alloc.take() {
             self.allocator.free(a);
+            crate::profiler::on_free(&self.device, self.len);
         }
     }
 }

@@ -243,19 +243,24 @@ impl Tensor {
         self.check_elem::<T>(op)?;
         self.0.storage.sync_for_host_read()?;
         let device = self.device();
-        let cell = (!device.is_cpu())
-            .then(|| {
+        let bytes = self.numel() * self.dtype().size_in_bytes();
+        let site = Location::caller();
+        let (cell, _prof) = if device.is_cpu() {
+            (None, None)
+        } else {
+            (
                 crate::transfer::record(
                     crate::transfer::Direction::DeviceToHost,
                     device,
                     Device::Cpu,
-                    self.numel() * self.dtype().size_in_bytes(),
+                    bytes,
                     false,
                     true,
-                    Location::caller(),
-                )
-            })
-            .flatten();
+                    site,
+                ),
+                crate::profiler::transfer_scope(op, device, Device::Cpu, bytes, site),
+            )
+        };
         let start = std::time::Instant::now();
         let guard = self.0.storage.data.read();
         let data: &[T::Native] = guard.typed();
