@@ -328,3 +328,28 @@ fn bad_paths_and_files_are_errors_that_say_what_to_do() -> Result<()> {
     assert_no_live_memory(&dev);
     Ok(())
 }
+
+/// A snapshot recorded by PyTorch itself (2.11, on an H200, by
+/// `scripts/gpu_reference.py`) reads into the same types: PyTorch's layout
+/// is ours, extra keys (`compile_context`, `user_metadata`,
+/// `external_annotations`, ...) are ignored.
+#[test]
+fn a_snapshot_recorded_by_pytorch_on_a_gpu_reads_back() -> Result<()> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tensorguard-cli/tests/fixtures/pytorch_h200.pickle");
+    let snap = memory::read_snapshot(&path)?;
+    // figures of that file, as PyTorch's `_memory_viz stats` prints them
+    // (docs/reference/h200/memviz_stats.txt): 7 segments, 102 MiB reserved
+    assert_eq!(snap.segments.len(), 7);
+    let reserved: u64 = snap.segments.iter().map(|s| s.total_size).sum();
+    assert_eq!(reserved, 102 * MIB as u64);
+    let allocated: u64 = snap.segments.iter().map(|s| s.allocated_size).sum();
+    assert_eq!(allocated, 83 * MIB as u64);
+    let trace = &snap.device_traces[0];
+    assert_eq!(trace.len(), 122);
+    assert!(trace.iter().any(|e| e.action == Action::Oom));
+    assert!(trace
+        .iter()
+        .any(|e| e.frames.iter().any(|f| f.filename.ends_with("gpu_reference.py"))));
+    Ok(())
+}
