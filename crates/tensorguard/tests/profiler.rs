@@ -396,7 +396,32 @@ fn transfers_are_recorded_with_direction_and_bytes() -> Result<()> {
     assert!(prof
         .transfers()
         .all(|e| e.kind == EventKind::Transfer && e.name == "to"));
-    drop(c);
+    // the copies ran on the emu stream: each has its device time
+    for e in prof.transfers() {
+        let span = e
+            .device_span
+            .expect("a transfer runs on the device's stream");
+        assert!(span.end >= span.start, "{span:?}");
+    }
+    // a non-blocking copy from pinned memory, and reads back through item()
+    let pinned = c.pin_memory()?;
+    let nb = tensorguard::transfer::CopyOpts {
+        non_blocking: true,
+        ..Default::default()
+    };
+    let (v, prof) = profiler::profile(ProfileOptions::default(), || {
+        pinned.to_with(&emu, nb)?.sum()?.item::<f32>()
+    })?;
+    assert_eq!(v, 256.0);
+    let t: Vec<_> = prof.transfers().collect();
+    let names: Vec<&str> = t.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(names, ["to", "item"], "the copy and the read of the result");
+    assert!(
+        t[0].device_span.is_some(),
+        "the queued copy has its device time"
+    );
+    assert!(t[1].device_span.is_none(), "item() reads on the host");
+    drop((c, pinned));
     assert_no_live_memory(&Device::Cpu);
     assert_no_live_memory(&emu);
     Ok(())
