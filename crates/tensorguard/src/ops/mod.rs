@@ -132,13 +132,6 @@ pub(crate) fn launch(
     } else {
         let b = backend(&device)?;
         let stream = current_stream_id(&device);
-        let owned = |t: &Tensor, want: DType, bshape: Option<&[usize]>| OwnedArg {
-            storage: Arc::clone(t.storage()),
-            layout: t.layout().clone(),
-            tdtype: t.dtype(),
-            want,
-            bshape: bshape.map(|s| s.iter().copied().collect()),
-        };
         let task = Task {
             kernel: kernel.clone(),
             outs: outs.iter().map(|o| owned(o.t, o.dtype, None)).collect(),
@@ -195,6 +188,18 @@ fn input_facts(outs: &[Out<'_>], ins: &[In<'_>], inplace: bool) -> (Vec<Vec<usiz
         dtypes.push(i.t.dtype());
     }
     (shapes, dtypes)
+}
+
+/// An operand of queued work: it owns the tensor's storage until the work
+/// has run.
+pub(crate) fn owned(t: &Tensor, want: DType, bshape: Option<&[usize]>) -> OwnedArg {
+    OwnedArg {
+        storage: Arc::clone(t.storage()),
+        layout: t.layout().clone(),
+        tdtype: t.dtype(),
+        want,
+        bshape: bshape.map(|s| s.iter().copied().collect()),
+    }
 }
 
 /// Checks for writing into `out` in place while reading `inputs`.

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::elementwise::check_inplace_target;
-use super::Kernel;
+use super::{owned, Kernel};
 use crate::autograd::{self, formulas};
 use crate::device::backend::backend;
 use crate::device::exec::execute;
-use crate::device::kernel::{Arg, OwnedArg};
+use crate::device::kernel::Arg;
 use crate::device::{current_stream_id, Device};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -300,13 +300,6 @@ fn transfer_into(
     let cell = transfer::record(dir, sdev, ddev, bytes, pinned, blocking, site);
     let b = backend(&run_dev)?;
     let stream = current_stream_id(&run_dev);
-    let owned = |t: &Tensor, want: DType, bshape: Option<&[usize]>| OwnedArg {
-        storage: Arc::clone(t.storage()),
-        layout: t.layout().clone(),
-        tdtype: t.dtype(),
-        want,
-        bshape: bshape.map(|s| s.iter().copied().collect()),
-    };
     let out = owned(dst, dst.dtype(), None);
     let inp = owned(src, src.dtype(), Some(dst.shape()));
     let timing = prof.as_ref().and_then(|p| p.device_timing(stream));
