@@ -1,10 +1,15 @@
 //! The `tensorguard` command line: `tensorguard doctor` reports the devices
-//! this build can use and checks that the runtime works on each of them.
+//! this build can use and checks that the runtime works on each of them;
+//! `tensorguard bench copy` measures copy costs on this machine.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
+
+// --- bench (issue 5) ---
+mod bench;
+// --- end bench ---
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +30,13 @@ enum Command {
         #[arg(long)]
         device: Option<String>,
     },
+    // --- bench (issue 5) ---
+    /// Measure on this machine (`bench copy`: the copy-cost table).
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+    // --- end bench ---
 }
 
 fn main() -> ExitCode {
@@ -37,6 +49,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        // --- bench (issue 5) ---
+        Command::Bench { what } => match bench::run(what) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        // --- end bench ---
     }
 }
 

@@ -1,0 +1,101 @@
+//! Transfer benchmarks, each next to its reference measured in the same run:
+//! a 256 MiB pinned host → emu copy against a parallel host memcpy of the
+//! same size, the ledger and detector's cost per 1 KiB copy (on against
+//! off), and a pinned-allocator cache hit against a fresh pin.
+//! `python3 scripts/bench_report.py` prints the ratios.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rayon::prelude::*;
+use tensorguard::transfer::{self, CopyOpts};
+use tensorguard::{device, memory, DType, Device, Tensor};
+
+const MIB256: usize = 256 << 20;
+
+fn bandwidth(c: &mut Criterion) {
+    let dev = Device::Emulated(0);
+    let mut g = c.benchmark_group("transfer256M");
+    g.sample_size(10).measurement_time(Duration::from_secs(6));
+    g.throughput(Throughput::Bytes(MIB256 as u64));
+    let n = MIB256 / 4;
+    {
+        // the reference: the same parallel memcpy as benches/core.rs
+        let src = vec![1.0f32; n];
+        let mut dst = vec![0.0f32; n];
+        let chunk = n / (rayon::current_num_threads() * 4);
+        g.bench_function("memcpy_parallel", |b| {
+            b.iter(|| {
+                dst.par_chunks_mut(chunk)
+                    .zip(src.par_chunks(chunk))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+                black_box(&dst);
+            })
+        });
+    }
+    let nb = CopyOpts {
+        non_blocking: true,
+        ..Default::default()
+    };
+    let pinned = Tensor::ones([n], DType::F32, &Device::Cpu)
+        .unwrap()
+        .pin_memory()
+        .unwrap();
+    g.bench_function("h2d_pinned_nonblocking", |b| {
+        b.iter(|| {
+            let d = pinned.to_with(&dev, nb).unwrap();
+            device::synchronize(&dev).unwrap();
+            black_box(d)
+        })
+    });
+    drop(pinned);
+    memory::host_empty_cache();
+    let pageable = Tensor::ones([n], DType::F32, &Device::Cpu).unwrap();
+    let dst = Tensor::empty([n], DType::F32, &dev).unwrap();
+    g.bench_function("h2d_pageable_copy_", |b| {
+        b.iter(|| black_box(dst.copy_(&pageable).unwrap().numel()))
+    });
+    g.finish();
+    drop((pageable, dst));
+    memory::empty_cache(&dev);
+    memory::empty_cache(&Device::Cpu);
+}
+
+fn ledger(c: &mut Criterion) {
+    let dev = Device::Emulated(0);
+    let mut g = c.benchmark_group("transfer_ledger");
+    g.sample_size(50).measurement_time(Duration::from_secs(5));
+    let x = Tensor::ones([256], DType::F32, &Device::Cpu).unwrap(); // 1 KiB
+    let dst = Tensor::empty([256], DType::F32, &dev).unwrap();
+    // the same host tensor again and again: the detector's repeated path
+    for (name, on) in [("h2d_1KiB_on", true), ("h2d_1KiB_off", false)] {
+        transfer::set_enabled(on);
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(dst.copy_(&x).unwrap().numel()))
+        });
+    }
+    transfer::set_enabled(true);
+    g.finish();
+}
+
+fn pinned_alloc(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pinned_alloc");
+    g.sample_size(30).measurement_time(Duration::from_secs(3));
+    let bytes = 4 << 20;
+    drop(Tensor::empty_pinned([bytes], DType::U8).unwrap());
+    g.bench_function("cache_hit_4MiB", |b| {
+        b.iter(|| black_box(Tensor::empty_pinned([bytes], DType::U8).unwrap()))
+    });
+    g.bench_function("fresh_4MiB", |b| {
+        b.iter(|| {
+            memory::host_empty_cache();
+            black_box(Tensor::empty_pinned([bytes], DType::U8).unwrap())
+        })
+    });
+    g.finish();
+    memory::host_empty_cache();
+}
+
+criterion_group!(benches, bandwidth, ledger, pinned_alloc);
+criterion_main!(benches);
