@@ -206,6 +206,18 @@ fn bench_copy_rejects_a_bad_size() {
 }
 
 #[test]
+fn bench_copy_refuses_a_size_the_host_cannot_hold() {
+    let out = tg(&["bench", "copy", "--sizes", "4096GiB", "--quiet"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "no table");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("4096 GiB") && err.contains("--max-size"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bench_copy_on_cuda_says_there_is_no_cuda_backend() {
     let out = tg(&[
         "bench", "copy", "--device", "cuda:0", "--sizes", "1KiB", "--quiet",

@@ -159,6 +159,7 @@ pub fn run_copy(args: &CopyArgs) -> Result<(), String> {
     dev.check_available()
         .map_err(|e| format!("bench copy: {dev} can't be measured: {e}"))?;
     let peer = peer_of(&dev);
+    check_host_memory(&dev, max)?;
 
     let before = transfer::repeat_policy();
     // the same host tensor is copied again and again on purpose
@@ -222,6 +223,40 @@ fn choose_device(wanted: Option<&str>, max: usize) -> Result<Device, String> {
         }
     }
     Ok(dev)
+}
+
+/// Bytes of host memory the system can give now (`MemAvailable` of
+/// `/proc/meminfo`), `None` where that file does not exist.
+fn host_available() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuse, before measuring, a largest case the host can't hold: its
+/// tensors take about three times its size at once on the host (a pinned
+/// and a pageable copy, plus the device side, which is host memory on an
+/// emulated device), twice for a real device.
+fn check_host_memory(dev: &Device, max: usize) -> Result<(), String> {
+    let times = if dev.kind() == DeviceKind::Emulated {
+        3
+    } else {
+        2
+    };
+    let need = times * max + (256 << 20);
+    match host_available() {
+        Some(avail) if avail < need => Err(format!(
+            "bench copy: the {} case needs about {} of host memory at once (the host tensors{}), and the system has {} available. Measure smaller sizes with `--max-size {}`, or free host memory.",
+            format_size(max),
+            memory::format_bytes(need as u64),
+            if times == 3 { ", and the emulated device's memory, which is host memory" } else { "" },
+            memory::format_bytes(avail as u64),
+            format_size((avail.saturating_sub(256 << 20) / times).next_power_of_two() / 2)
+                .replace(' ', "")
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The other device of the device → device copies: the next one of the
