@@ -38,38 +38,39 @@ fn bandwidth(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(8));
     g.throughput(Throughput::Bytes(MIB256 as u64));
     let n = MIB256 / 4;
-    // the reference: the same parallel memcpy as benches/core.rs
-    let src = vec![1.0f32; n];
-    let mut dst = vec![0.0f32; n];
-    let chunk = n / (rayon::current_num_threads() * 4);
-    let mut memcpy = move || {
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-        black_box(&dst);
-    };
-    let nb = CopyOpts {
-        non_blocking: true,
-        ..Default::default()
-    };
-    let pinned = Tensor::ones([n], DType::F32, &Device::Cpu)
-        .unwrap()
-        .pin_memory()
-        .unwrap();
-    let h2d = || {
-        let d = pinned.to_with(&dev, nb).unwrap();
-        device::synchronize(&dev).unwrap();
-        black_box(d);
-    };
-    let memcpy = std::cell::RefCell::new(&mut memcpy);
-    g.bench_function("memcpy_parallel", |b| {
-        b.iter_custom(|iters| paired(iters, h2d, || (memcpy.borrow_mut())()))
-    });
-    g.bench_function("h2d_pinned_nonblocking", |b| {
-        b.iter_custom(|iters| paired(iters, || (memcpy.borrow_mut())(), h2d))
-    });
-    drop(memcpy);
-    drop(pinned);
+    {
+        // the reference: the same parallel memcpy as benches/core.rs (its
+        // buffers and the pinned source are freed before the pageable case)
+        let src = vec![1.0f32; n];
+        let mut dst = vec![0.0f32; n];
+        let chunk = n / (rayon::current_num_threads() * 4);
+        let mut memcpy = move || {
+            dst.par_chunks_mut(chunk)
+                .zip(src.par_chunks(chunk))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            black_box(&dst);
+        };
+        let nb = CopyOpts {
+            non_blocking: true,
+            ..Default::default()
+        };
+        let pinned = Tensor::ones([n], DType::F32, &Device::Cpu)
+            .unwrap()
+            .pin_memory()
+            .unwrap();
+        let h2d = || {
+            let d = pinned.to_with(&dev, nb).unwrap();
+            device::synchronize(&dev).unwrap();
+            black_box(d);
+        };
+        let memcpy = std::cell::RefCell::new(&mut memcpy);
+        g.bench_function("memcpy_parallel", |b| {
+            b.iter_custom(|iters| paired(iters, h2d, || (memcpy.borrow_mut())()))
+        });
+        g.bench_function("h2d_pinned_nonblocking", |b| {
+            b.iter_custom(|iters| paired(iters, || (memcpy.borrow_mut())(), h2d))
+        });
+    }
     memory::host_empty_cache();
     let pageable = Tensor::ones([n], DType::F32, &Device::Cpu).unwrap();
     let dst = Tensor::empty([n], DType::F32, &dev).unwrap();
