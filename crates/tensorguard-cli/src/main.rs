@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
+use tensorguard_cli::memviz;
 
 // --- bench (issue 5) ---
 mod bench;
@@ -37,6 +38,36 @@ enum Command {
         what: bench::BenchCommand,
     },
     // --- end bench ---
+    // --- memviz (issue 6) ---
+    /// Analyze a memory snapshot (PyTorch's `_dump_snapshot` pickle or `.json`):
+    /// peak, what was alive at it, fragmentation, leaks, call sites.
+    Memviz {
+        /// The snapshot file (`.pickle` from torch.cuda.memory._dump_snapshot, or `.json`).
+        snapshot: std::path::PathBuf,
+        /// Only this device index (default: every device with data).
+        #[arg(long)]
+        device: Option<usize>,
+        /// How many allocations alive at the peak to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// How many frames to print per allocation.
+        #[arg(long, default_value_t = 8)]
+        frames: usize,
+        /// How many call sites to list.
+        #[arg(long, default_value_t = 20)]
+        sites: usize,
+        /// Write an interactive, self-contained HTML memory timeline here
+        /// (of the first device reported, or of --device).
+        #[arg(long, value_name = "OUT")]
+        html: Option<std::path::PathBuf>,
+        /// Write a static PNG plot of allocated/reserved memory here (same device).
+        #[arg(long, value_name = "OUT")]
+        png: Option<std::path::PathBuf>,
+        /// Allocations drawn one by one in the HTML timeline; smaller ones are summarized.
+        #[arg(long, default_value_t = 2000)]
+        max_entries: usize,
+    },
+    // --- end memviz ---
 }
 
 fn main() -> ExitCode {
@@ -58,6 +89,38 @@ fn main() -> ExitCode {
             }
         },
         // --- end bench ---
+        // --- memviz (issue 6) ---
+        Command::Memviz {
+            snapshot,
+            device,
+            top,
+            frames,
+            sites,
+            html,
+            png,
+            max_entries,
+        } => {
+            let opts = memviz::Options {
+                snapshot,
+                device,
+                top,
+                frames,
+                sites,
+                html,
+                png,
+                max_entries,
+            };
+            match memviz::run(&opts) {
+                Ok(report) => {
+                    print!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        } // --- end memviz ---
     }
 }
 

@@ -39,6 +39,7 @@ mod dtype;
 mod error;
 pub mod memory;
 mod ops;
+pub mod profiler;
 mod shape;
 mod tensor;
 pub mod transfer;

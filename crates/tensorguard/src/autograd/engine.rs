@@ -138,6 +138,7 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
             site: node.site,
         };
         let outs = {
+            let _prof = crate::profiler::backward_node_scope(node.name, node.site);
             let mut slot = node.backward.lock();
             let Some(f) = slot.as_ref() else {
                 return Err(autograd_error(format!(

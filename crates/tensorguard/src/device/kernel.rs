@@ -294,4 +294,7 @@ pub(crate) struct Task {
     pub outs: SmallVec<[OwnedArg; 2]>,
     pub ins: SmallVec<[OwnedArg; 3]>,
     pub site: &'static Location<'static>,
+    /// Where the stream worker stamps the kernel's device time while a
+    /// profile runs.
+    pub prof: Option<crate::profiler::DeviceTiming>,
 }

@@ -11,6 +11,7 @@ mod stream;
 
 pub use backend::launch_blocking;
 pub use config::{configure_emulated, EmulatedConfig};
+pub(crate) use emulated::on_stream_worker;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
 

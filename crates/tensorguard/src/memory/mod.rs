@@ -15,10 +15,13 @@
 //! ```
 
 mod caching;
+mod history;
 mod oom;
 mod pinned;
 mod raw;
+mod snapshot;
 mod stats;
+mod watch;
 
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -28,6 +31,15 @@ pub use oom::{LiveAllocation, OomReport};
 pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
 pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
+// memory history, snapshots and the live view (issue 6)
+pub use history::{
+    is_recording_history, record_history, Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES,
+};
+pub use snapshot::{
+    check_viewer_pickle, dump_snapshot, read_snapshot, snapshot, AllocatorSettings, BlockState,
+    Frame, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
+};
+pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 
 use crate::device::backend::backend;
 use crate::device::{current_stream_id, Device, StreamId};
@@ -45,6 +57,8 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
+    /// For the profiler's memory accounting.
+    device: Device,
 }
 
 // SAFETY: a Buffer is the only owner of its memory block; reads go through
@@ -82,18 +96,21 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
-        Ok(Buffer::from_allocation(alloc, allocator, bytes))
+        crate::profiler::on_alloc(device, bytes);
+        Ok(Buffer::from_allocation(alloc, allocator, bytes, *device))
     }
 
     fn from_allocation(
         alloc: Allocation,
         allocator: &'static CachingAllocator,
         len: usize,
+        device: Device,
     ) -> Buffer {
         Buffer {
             alloc: Some(alloc),
             allocator,
             len,
+            device,
         }
     }
 
@@ -103,6 +120,16 @@ impl Buffer {
             alloc: self.alloc.take(),
             allocator: self.allocator,
             len: std::mem::take(&mut self.len),
+            device: self.device,
+        }
+    }
+
+    /// Mark the block as freed by its owner while other streams still use
+    /// it (it is given back when the buffer drops): the history records
+    /// `free_requested` now and snapshots show it `active_pending_free`.
+    pub(crate) fn request_free(&self) {
+        if let Some(a) = &self.alloc {
+            self.allocator.request_free(a);
         }
     }
 
@@ -151,6 +178,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(a) = self.alloc.take() {
             self.allocator.free(a);
+            crate::profiler::on_free(&self.device, self.len);
         }
     }
 }
@@ -204,6 +232,7 @@ pub fn largest_free_block(device: &Device) -> usize {
 
 /// Give every cached, unused block of `device` back to the system
 /// (PyTorch's `empty_cache`). Live tensors are not affected.
+#[track_caller]
 pub fn empty_cache(device: &Device) {
     if let Ok(a) = allocator(device) {
         a.empty_cache();

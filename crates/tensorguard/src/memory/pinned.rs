@@ -11,6 +11,7 @@ use std::panic::Location;
 use std::sync::LazyLock;
 
 use super::{Buffer, CachingAllocator, HostRaw, MemoryStats};
+use crate::device::Device;
 use crate::error::{Error, Result};
 
 static PINNED: LazyLock<CachingAllocator> = LazyLock::new(|| {
@@ -29,7 +30,13 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, 0, site, &mut || false)
             .map_err(Error::OutOfMemory)?;
-        Ok(Buffer::from_allocation(alloc, allocator, bytes))
+        crate::profiler::on_alloc(&Device::Cpu, bytes);
+        Ok(Buffer::from_allocation(
+            alloc,
+            allocator,
+            bytes,
+            Device::Cpu,
+        ))
     }
 }
 

@@ -96,6 +96,9 @@ pub(crate) fn launch(
             });
         }
     }
+    let prof = crate::profiler::op_begin(op_name(kernel, inplace), device, site, || {
+        input_facts(outs, ins, inplace)
+    });
     if device.is_cpu() {
         // host storages that an asynchronous transfer still uses: wait for it
         // (a pinned source being copied, a pinned result being filled)
@@ -141,6 +144,7 @@ pub(crate) fn launch(
             outs: outs.iter().map(|o| owned(o.t, o.dtype, None)).collect(),
             ins: ins.iter().map(|i| owned(i.t, i.dtype, i.bshape)).collect(),
             site,
+            prof: prof.as_ref().and_then(|p| p.device_timing(stream)),
         };
         let seq = b.launch(stream, task)?;
         for o in outs {
@@ -158,7 +162,39 @@ pub(crate) fn launch(
             o.t.storage().bump_version(site);
         }
     }
+    drop(prof);
     Ok(())
+}
+
+/// The name the profiler shows for a launch: the in-place variant's name
+/// (`add_`) when the kernel writes its first input.
+fn op_name(kernel: &Kernel, inplace: bool) -> &'static str {
+    match (kernel, inplace) {
+        (Kernel::Unary(op), true) => op.inplace_name(),
+        (Kernel::Binary(op) | Kernel::BinaryScalar { op, .. }, true) => op.inplace_name(),
+        (Kernel::Clamp { .. }, true) => "clamp_",
+        (Kernel::MaskedFill(_), true) => "masked_fill_",
+        _ => kernel.name(),
+    }
+}
+
+/// Input shapes and dtypes for the profiler: the inputs as the kernel reads
+/// them, after the tensor written when an in-place op does not read it
+/// (`fill_(self, value)`, `copy_(self, src)`), as PyTorch's signatures list them.
+fn input_facts(outs: &[Out<'_>], ins: &[In<'_>], inplace: bool) -> (Vec<Vec<usize>>, Vec<DType>) {
+    let mut shapes = Vec::with_capacity(ins.len() + 1);
+    let mut dtypes = Vec::with_capacity(ins.len() + 1);
+    if let Some(o) = outs.first() {
+        if inplace && ins.first().is_none_or(|i| !i.t.is_same(o.t)) {
+            shapes.push(o.t.shape().to_vec());
+            dtypes.push(o.t.dtype());
+        }
+    }
+    for i in ins {
+        shapes.push(i.t.shape().to_vec());
+        dtypes.push(i.t.dtype());
+    }
+    (shapes, dtypes)
 }
 
 /// Checks for writing into `out` in place while reading `inputs`.

@@ -274,6 +274,7 @@ fn transfer_into(
         _ => !(non_blocking && pinned),
     };
     let bytes = dst.numel() * src.dtype().size_in_bytes();
+    let prof = crate::profiler::transfer_scope(op, sdev, ddev, bytes, site);
     if dir == Direction::HostToDevice && transfer::enabled() {
         src.storage().mark_transferred();
         transfer::check_repeat(HostCopy {
@@ -308,11 +309,13 @@ fn transfer_into(
     };
     let out = owned(dst, dst.dtype(), None);
     let inp = owned(src, src.dtype(), Some(dst.shape()));
+    let timing = prof.as_ref().and_then(|p| p.device_timing(stream));
     let seq = b.host_fn(
         stream,
         op,
         site,
         Box::new(move || {
+            let _running = timing.as_ref().map(|t| t.running());
             let start = Instant::now();
             let outs: [Arg<'_>; 1] = [out.as_arg()];
             let ins: [Arg<'_>; 1] = [inp.as_arg()];

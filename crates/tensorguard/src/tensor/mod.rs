@@ -230,22 +230,51 @@ impl Tensor {
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
     /// assert!(t.to_vec::<i64>().is_err()); // wrong dtype: cast with to_dtype first
     /// ```
+    #[track_caller]
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.read_vec("to_vec")
     }
 
+    /// The elements in logical order. From a device this is a blocking
+    /// device → host copy, counted by the [transfer ledger](crate::transfer)
+    /// at the caller's site (an `item()` in a loop shows up there).
+    #[track_caller]
     fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
         self.0.storage.sync_for_host_read()?;
+        let device = self.device();
+        let bytes = self.numel() * self.dtype().size_in_bytes();
+        let site = Location::caller();
+        let (cell, _prof) = if device.is_cpu() {
+            (None, None)
+        } else {
+            (
+                crate::transfer::record(
+                    crate::transfer::Direction::DeviceToHost,
+                    device,
+                    Device::Cpu,
+                    bytes,
+                    false,
+                    true,
+                    site,
+                ),
+                crate::profiler::transfer_scope(op, device, Device::Cpu, bytes, site),
+            )
+        };
+        let start = std::time::Instant::now();
         let guard = self.0.storage.data.read();
         let data: &[T::Native] = guard.typed();
         let layout = &self.0.layout;
         let mut out = Vec::with_capacity(layout.numel());
         crate::device::cpu::gather_strided(data, layout, |x| out.push(T::from_native(x)));
+        if let Some(cell) = cell {
+            cell.add_time(start.elapsed());
+        }
         Ok(out)
     }
 
     /// The value of a one-element tensor.
+    #[track_caller]
     pub fn item<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
             return Err(Error::invalid(
@@ -264,6 +293,7 @@ impl Tensor {
     }
 
     /// The elements of a 2-D tensor as rows.
+    #[track_caller]
     pub fn to_vec2<T: Element>(&self) -> Result<Vec<Vec<T>>> {
         let [r, c] = self.shape_n::<2>("to_vec2")?;
         let flat = self.read_vec::<T>("to_vec2")?;
@@ -271,6 +301,7 @@ impl Tensor {
     }
 
     /// The elements of a 3-D tensor as nested vectors.
+    #[track_caller]
     pub fn to_vec3<T: Element>(&self) -> Result<Vec<Vec<Vec<T>>>> {
         let [a, b, c] = self.shape_n::<3>("to_vec3")?;
         let flat = self.read_vec::<T>("to_vec3")?;

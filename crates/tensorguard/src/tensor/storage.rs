@@ -201,6 +201,8 @@ impl Drop for Storage {
             .map(|&(_, s, seq)| (s, seq))
             .collect();
         if !pending.is_empty() {
+            // memory history: free_requested now, free_completed on reclaim
+            self.data.get_mut().request_free();
             b.defer_free(self.data.get_mut().take(), pending);
         }
     }

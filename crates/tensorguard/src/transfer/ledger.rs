@@ -14,9 +14,12 @@ use super::{detector, enabled, CopyCounts, Direction, TransferStats};
 use crate::device::Device;
 use crate::memory::format_bytes;
 
+/// A ledger row's key. The call site is compared by address (a `Location`
+/// is a static; hashing its file name on every copy would cost more than
+/// the bookkeeping itself).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
-    site: &'static Location<'static>,
+    site_addr: usize,
     dir: Direction,
     src: Device,
     dst: Device,
@@ -26,8 +29,8 @@ struct Key {
 
 /// The counters of one ledger row. A queued copy adds its time when it has
 /// run.
-#[derive(Default)]
 pub(crate) struct SiteCell {
+    site: &'static Location<'static>,
     copies: AtomicU64,
     bytes: AtomicU64,
     nanos: AtomicU64,
@@ -69,14 +72,21 @@ pub(crate) fn record(
         return None;
     }
     let key = Key {
-        site,
+        site_addr: std::ptr::from_ref(site) as usize,
         dir,
         src,
         dst,
         pinned,
         blocking,
     };
-    let cell = Arc::clone(LEDGER.lock().entry(key).or_default());
+    let cell = Arc::clone(LEDGER.lock().entry(key).or_insert_with(|| {
+        Arc::new(SiteCell {
+            site,
+            copies: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
+        })
+    }));
     cell.copies.fetch_add(1, Ordering::Relaxed);
     cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     Some(cell)
@@ -145,19 +155,19 @@ pub fn report_top(rows: usize) -> String {
         let c = cell.counts();
         let i = match merged
             .iter()
-            .position(|r| r.site == k.site && r.dir == k.dir && r.src == k.src && r.dst == k.dst)
+            .position(|r| r.site == cell.site && r.dir == k.dir && r.src == k.src && r.dst == k.dst)
         {
             Some(i) => i,
             None => {
                 merged.push(Row {
-                    site: k.site,
+                    site: cell.site,
                     dir: k.dir,
                     src: k.src,
                     dst: k.dst,
                     total: CopyCounts::default(),
                     pinned: 0,
                     blocking: 0,
-                    repeated: detector::repeated_at(k.site, &k.dst),
+                    repeated: detector::repeated_at(cell.site, &k.dst),
                 });
                 merged.len() - 1
             }

@@ -198,6 +198,7 @@ impl Worker {
                 let (op, site) = (task.kernel.name(), task.site);
                 let stream = self.stream;
                 let r = catch_unwind(AssertUnwindSafe(|| {
+                    let _timed = task.prof.as_ref().map(|p| p.running());
                     let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
                     let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
                     execute(&task.kernel, &outs, &ins, stream, task.site)

@@ -22,6 +22,7 @@ use std::ptr::NonNull;
 
 use parking_lot::Mutex;
 
+use super::history::{Action, History};
 use super::oom::{LiveAllocation, OomReport};
 use super::raw::RawAlloc;
 use super::stats::{format_bytes, MemoryStats};
@@ -131,12 +132,13 @@ impl Allocation {
     pub(crate) fn stream(&self) -> StreamId {
         self.stream
     }
+
+    /// Start address of the block.
+    pub(crate) fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// Which pool a segment belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PoolKind {
@@ -146,23 +148,18 @@ pub(crate) enum PoolKind {
     Large,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// State of a block in a [`SegmentInfo`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum BlockState {
     /// Handed out and not yet freed.
     Active,
+    /// Freed by its owner, but other streams still use it, so it is not
+    /// reused yet (PyTorch's `active_pending_free`).
+    PendingFree,
     /// Free (cached).
     Inactive,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// One block of a segment snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BlockInfo {
@@ -178,10 +175,6 @@ pub(crate) struct BlockInfo {
     pub(crate) site: Option<&'static Location<'static>>,
 }
 
-#[allow(
-    dead_code,
-    reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-)]
 /// Snapshot of one segment, blocks in address order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentInfo {
@@ -211,6 +204,8 @@ struct Block {
     stream: StreamId,
     small: bool,
     allocated: bool,
+    /// Freed by its owner while other streams still use it (history only).
+    pending_free: bool,
     /// Previous / next block of the same segment (slab indices), `NIL` at the ends.
     prev: u32,
     next: u32,
@@ -389,6 +384,7 @@ impl Inner {
             stream,
             small,
             allocated: false,
+            pending_free: false,
             prev: NIL,
             next: NIL,
             site: None,
@@ -429,6 +425,7 @@ impl Inner {
                 stream: b.stream,
                 small: b.small,
                 allocated: false,
+                pending_free: false,
                 prev: i,
                 next: b.next,
                 site: None,
@@ -481,6 +478,7 @@ impl Inner {
         {
             let blk = &mut self.blocks[i as usize];
             blk.allocated = false;
+            blk.pending_free = false;
             blk.requested = 0;
             blk.site = None;
         }
@@ -517,7 +515,13 @@ impl Inner {
     }
 
     /// Releases every fully free segment to `raw`; returns the bytes released.
-    fn release_cached(&mut self, raw: &dyn RawAlloc) -> usize {
+    /// Each release is recorded in `history` (when on) with `site`.
+    fn release_cached(
+        &mut self,
+        raw: &dyn RawAlloc,
+        history: &History,
+        site: Option<&'static Location<'static>>,
+    ) -> usize {
         let victims: Vec<(usize, Segment)> = self
             .segments
             .iter()
@@ -539,6 +543,9 @@ impl Inner {
                 .reserved_bytes
                 .update(head.small, -(seg.size as i64));
             released += seg.size;
+            if history.is_on() {
+                history.record(Action::SegmentFree, addr, seg.size, head.stream, site);
+            }
             // SAFETY: `head.ptr` came from `raw.alloc(seg.size)` (see
             // `CachingAllocator::allocate`, the only place segments are added);
             // the whole segment is one free block, so no `Allocation` points into
@@ -602,6 +609,8 @@ pub(crate) struct CachingAllocator {
     device_name: String,
     raw: Box<dyn RawAlloc>,
     inner: Mutex<Inner>,
+    /// Event history (memory::record_history).
+    pub(crate) history: History,
 }
 
 impl fmt::Debug for CachingAllocator {
@@ -621,6 +630,7 @@ impl CachingAllocator {
             device_name,
             raw,
             inner: Mutex::new(Inner::new()),
+            history: History::new(),
         }
     }
 
@@ -664,20 +674,25 @@ impl CachingAllocator {
         loop {
             let mut g = self.inner.lock();
             let Some(size) = checked_round_size(bytes) else {
-                return Err(self.oom(&mut g, bytes, bytes, 0, stream));
+                return Err(self.oom(&mut g, bytes, bytes, 0, stream, site));
             };
             let small = size <= SMALL_SIZE;
             if let Some(i) = g.take_free(small, stream, size) {
-                return Ok(g.activate(i, size, bytes, site));
+                let a = g.activate(i, size, bytes, site);
+                if self.history.is_on() {
+                    self.history
+                        .record(Action::Alloc, a.addr(), bytes, stream, Some(site));
+                }
+                return Ok(a);
             }
             let Some(seg_size) = allocation_size(size) else {
-                return Err(self.oom(&mut g, bytes, size, 0, stream));
+                return Err(self.oom(&mut g, bytes, size, 0, stream, site));
             };
             let ptr = match self.raw.alloc(seg_size) {
                 Some(ptr) => ptr,
                 None => {
                     g.stats.num_alloc_retries += 1;
-                    g.release_cached(&*self.raw);
+                    g.release_cached(&*self.raw, &self.history, Some(site));
                     match self.raw.alloc(seg_size) {
                         Some(ptr) => ptr,
                         None if !reclaimed => {
@@ -687,9 +702,9 @@ impl CachingAllocator {
                                 continue;
                             }
                             let mut g = self.inner.lock();
-                            return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+                            return Err(self.oom(&mut g, bytes, size, seg_size, stream, site));
                         }
-                        None => return Err(self.oom(&mut g, bytes, size, seg_size, stream)),
+                        None => return Err(self.oom(&mut g, bytes, size, seg_size, stream, site)),
                     }
                 }
             };
@@ -697,10 +712,24 @@ impl CachingAllocator {
                 // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
                 // has not been handed out or recorded anywhere.
                 unsafe { self.raw.free(ptr, seg_size) };
-                return Err(self.oom(&mut g, bytes, size, seg_size, stream));
+                return Err(self.oom(&mut g, bytes, size, seg_size, stream, site));
             }
             let i = g.add_segment(ptr, seg_size, small, stream);
-            return Ok(g.activate(i, size, bytes, site));
+            if self.history.is_on() {
+                self.history.record(
+                    Action::SegmentAlloc,
+                    ptr.as_ptr() as usize,
+                    seg_size,
+                    stream,
+                    Some(site),
+                );
+            }
+            let a = g.activate(i, size, bytes, site);
+            if self.history.is_on() {
+                self.history
+                    .record(Action::Alloc, a.addr(), bytes, stream, Some(site));
+            }
+            return Ok(a);
         }
     }
 
@@ -712,10 +741,20 @@ impl CachingAllocator {
         rounded: usize,
         segment_size: usize,
         stream: StreamId,
+        site: &'static Location<'static>,
     ) -> Box<OomReport> {
         g.stats.num_ooms += 1;
         let allocated = g.stats.allocated_bytes.all.current.max(0) as usize;
         let reserved = g.stats.reserved_bytes.all.current.max(0) as usize;
+        if self.history.is_on() {
+            // PyTorch records the device's free bytes in place of an address
+            let device_free = self
+                .raw
+                .capacity()
+                .map_or(0, |c| c.saturating_sub(reserved));
+            self.history
+                .record(Action::Oom, device_free, rounded, stream, Some(site));
+        }
         Box::new(OomReport {
             device: self.device_name.clone(),
             stream,
@@ -749,14 +788,27 @@ impl CachingAllocator {
             valid,
             "CachingAllocator::free: the Allocation does not belong to this allocator"
         );
+        if self.history.is_on() {
+            let b = g.blocks[a.block as usize];
+            let addr = b.addr();
+            if !b.pending_free {
+                self.history
+                    .record(Action::FreeRequested, addr, b.requested, b.stream, b.site);
+            }
+            self.history
+                .record(Action::FreeCompleted, addr, b.requested, b.stream, b.site);
+        }
         g.deactivate(a.block);
     }
 
     /// Releases every fully free segment back to the raw allocator (blocks
-    /// of segments that still hold live allocations stay cached).
+    /// of segments that still hold live allocations stay cached); the
+    /// caller is recorded with the `segment_free` events.
+    #[track_caller]
     pub(crate) fn empty_cache(&self) {
+        let site = Location::caller();
         let mut g = self.inner.lock();
-        g.release_cached(&*self.raw);
+        g.release_cached(&*self.raw, &self.history, Some(site));
     }
 
     /// A snapshot of the statistics.
@@ -785,52 +837,6 @@ impl CachingAllocator {
     pub(crate) fn largest_free_block(&self) -> usize {
         self.inner.lock().largest_free_block()
     }
-
-    #[allow(
-        dead_code,
-        reason = "part of the segment snapshot API (memory snapshots are written from it later)"
-    )]
-    /// Snapshot of all segments in address order, with their blocks.
-    pub(crate) fn segments(&self) -> Vec<SegmentInfo> {
-        let g = self.inner.lock();
-        let mut out = Vec::with_capacity(g.segments.len());
-        g.for_each_segment(|addr, seg, blocks| {
-            let mut info = SegmentInfo {
-                address: addr,
-                total_size: seg.size,
-                allocated_size: 0,
-                requested_size: 0,
-                stream: 0,
-                pool: PoolKind::Large,
-                blocks: Vec::new(),
-            };
-            for b in blocks {
-                info.stream = b.stream;
-                info.pool = if b.small {
-                    PoolKind::Small
-                } else {
-                    PoolKind::Large
-                };
-                if b.allocated {
-                    info.allocated_size += b.size;
-                    info.requested_size += b.requested;
-                }
-                info.blocks.push(BlockInfo {
-                    address: b.addr(),
-                    size: b.size,
-                    requested: b.requested,
-                    state: if b.allocated {
-                        BlockState::Active
-                    } else {
-                        BlockState::Inactive
-                    },
-                    site: b.site,
-                });
-            }
-            out.push(info);
-        });
-        out
-    }
 }
 
 impl Drop for CachingAllocator {
@@ -839,10 +845,13 @@ impl Drop for CachingAllocator {
     /// never dangle.
     fn drop(&mut self) {
         let raw = &*self.raw;
-        self.inner.get_mut().release_cached(raw);
+        self.inner
+            .get_mut()
+            .release_cached(raw, &self.history, None);
     }
 }
 
+mod snapshot;
 mod summary;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,8 @@
+//! The `tensorguard` command line's library: the pieces of the CLI that are
+//! worth testing and reusing on their own.
+//!
+//! - [`memviz`]: reads memory snapshots (PyTorch's `_dump_snapshot` pickles
+//!   or JSON) and analyzes them; `tensorguard memviz` prints its report.
+#![warn(missing_docs)]
+
+pub mod memviz;

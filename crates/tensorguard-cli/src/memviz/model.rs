@@ -1,0 +1,526 @@
+//! The snapshot model: PyTorch's `torch.cuda.memory._snapshot()` layout
+//! (`segments`, `device_traces`, `allocator_settings`), read from a decoded
+//! pickle or JSON [`Value`]. Unknown keys are ignored and optional keys may be
+//! missing; frames and stacks are interned so a million events stay small.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::pickle::Value;
+use super::MemvizError;
+
+/// One stack frame (`{filename, line, name}`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Source file (Python file or C++ object/source).
+    pub filename: Rc<str>,
+    /// Line number (0 when unknown).
+    pub line: i64,
+    /// Function name.
+    pub name: Rc<str>,
+}
+
+/// Index into [`Snapshot::stacks`]; stack 0 is the empty stack.
+pub type StackId = u32;
+
+/// The state of a block in a segment at snapshot time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockState {
+    /// Used by a tensor.
+    ActiveAllocated,
+    /// Freed, waiting for another stream's work (`active_awaiting_free` /
+    /// `active_pending_free`).
+    ActiveAwaitingFree,
+    /// Cached and free for reuse.
+    Inactive,
+}
+
+/// A piece of a segment.
+#[derive(Clone, Debug)]
+pub struct Block {
+    /// Start address.
+    pub address: u64,
+    /// Size in the segment (rounded).
+    pub size: u64,
+    /// Size the caller asked for (`requested_size`, else `size`).
+    pub requested_size: u64,
+    /// Allocation state.
+    pub state: BlockState,
+    /// Where it was allocated.
+    pub stack: StackId,
+}
+
+/// Memory one `cudaMalloc` (or an expandable segment) gave the allocator.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    /// Device index (`device`, 0 when absent).
+    pub device: usize,
+    /// Start address.
+    pub address: u64,
+    /// Reserved bytes.
+    pub total_size: u64,
+    /// Stream the segment belongs to.
+    pub stream: i64,
+    /// `"small"` or `"large"` (empty when absent).
+    pub segment_type: Rc<str>,
+    /// Memory pool owning it (`(0, 0)` for the default pool).
+    pub pool_id: (i64, i64),
+    /// Its blocks, in address order.
+    pub blocks: Vec<Block>,
+}
+
+/// What a trace entry records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A block was handed out.
+    Alloc,
+    /// `free` was called; the block may still be in use by a stream.
+    FreeRequested,
+    /// The block is free again (also the legacy `free` action).
+    FreeCompleted,
+    /// A new segment (`cudaMalloc`).
+    SegmentAlloc,
+    /// A segment returned (`cudaFree`).
+    SegmentFree,
+    /// Expandable segments: pages mapped.
+    SegmentMap,
+    /// Expandable segments: pages unmapped.
+    SegmentUnmap,
+    /// A snapshot was taken here.
+    Snapshot,
+    /// An out-of-memory error; `size` is the request.
+    Oom,
+    /// Metadata attached to a live allocation.
+    Annotate,
+    /// An action this reader does not know (kept, ignored by the analysis).
+    Other(Rc<str>),
+}
+
+impl Action {
+    fn parse(s: &str) -> Action {
+        match s {
+            "alloc" => Action::Alloc,
+            "free_requested" => Action::FreeRequested,
+            "free_completed" | "free" => Action::FreeCompleted,
+            "segment_alloc" => Action::SegmentAlloc,
+            "segment_free" => Action::SegmentFree,
+            "segment_map" => Action::SegmentMap,
+            "segment_unmap" => Action::SegmentUnmap,
+            "snapshot" => Action::Snapshot,
+            "oom" => Action::Oom,
+            "annotate" => Action::Annotate,
+            other => Action::Other(other.into()),
+        }
+    }
+
+    /// PyTorch's name for the action.
+    pub fn name(&self) -> &str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Snapshot => "snapshot",
+            Action::Oom => "oom",
+            Action::Annotate => "annotate",
+            Action::Other(s) => s,
+        }
+    }
+}
+
+/// One allocator event of `device_traces`.
+#[derive(Clone, Debug)]
+pub struct TraceEntry {
+    /// What happened.
+    pub action: Action,
+    /// Block or segment address (0 when absent, e.g. for `oom`).
+    pub addr: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Stream.
+    pub stream: i64,
+    /// Microseconds since the epoch (`time_us`), when recorded.
+    pub time_us: Option<i64>,
+    /// Where it happened.
+    pub stack: StackId,
+    /// For `oom`: what the device still had free.
+    pub device_free: Option<u64>,
+}
+
+/// A whole snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Segments at snapshot time.
+    pub segments: Vec<Segment>,
+    /// One trace per device (possibly empty).
+    pub device_traces: Vec<Vec<TraceEntry>>,
+    /// `allocator_settings`, as `key=value` text, sorted as written.
+    pub allocator_settings: Vec<(String, String)>,
+    /// Interned frames.
+    pub frames: Vec<Frame>,
+    /// Interned stacks (frame indices, innermost first); `stacks[0]` is empty.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+impl Snapshot {
+    /// The frames of a stack, innermost first.
+    pub fn stack_frames(&self, id: StackId) -> impl Iterator<Item = &Frame> + '_ {
+        self.stacks
+            .get(id as usize)
+            .into_iter()
+            .flatten()
+            .map(move |&f| &self.frames[f as usize])
+    }
+
+    /// Builds the model from a decoded snapshot; `what` names the file.
+    pub fn from_value(root: &Value, what: &str) -> Result<Snapshot, MemvizError> {
+        let mut b = Builder::default();
+        b.snap.stacks.push(Vec::new());
+        let (segments, traces, settings) = match root {
+            // `_memory_viz.py` accepts a bare list as "segments only".
+            Value::List(_) => (Some(root.clone()), None, None),
+            Value::Dict(_) => (
+                root.get("segments"),
+                root.get("device_traces"),
+                root.get("allocator_settings"),
+            ),
+            other => {
+                return Err(MemvizError::new(format!(
+                    "{what} holds a pickled {}, not a memory snapshot; expected the dict that \
+                     torch.cuda.memory._snapshot() returns (keys `segments`, `device_traces`). \
+                     Write it with torch.cuda.memory._dump_snapshot(path).",
+                    other.type_name()
+                )))
+            }
+        };
+        let Some(segments) = segments else {
+            let keys = match root {
+                Value::Dict(d) => d
+                    .borrow()
+                    .iter()
+                    .map(|(k, _)| match k {
+                        Value::Str(s) => format!("`{s}`"),
+                        other => format!("<{}>", other.type_name()),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => String::new(),
+            };
+            return Err(MemvizError::new(format!(
+                "{what} is a dict without a `segments` key (its keys: {}), so it is not a memory \
+                 snapshot; expected the layout of torch.cuda.memory._dump_snapshot \
+                 (`segments`, `device_traces`, `allocator_settings`).",
+                if keys.is_empty() {
+                    "none".to_string()
+                } else {
+                    keys
+                }
+            )));
+        };
+        let segs = list(&segments, "segments", what)?;
+        for (i, s) in segs.iter().enumerate() {
+            let seg = b.segment(s, &format!("segments[{i}]"), what)?;
+            b.snap.segments.push(seg);
+        }
+        if let Some(traces) = traces.filter(|t| !matches!(t, Value::None)) {
+            for (d, dev) in list(&traces, "device_traces", what)?.iter().enumerate() {
+                let path = format!("device_traces[{d}]");
+                let entries = list(dev, &path, what)?;
+                let mut out = Vec::with_capacity(entries.len());
+                for (i, e) in entries.iter().enumerate() {
+                    out.push(b.entry(e, &path, i, what)?);
+                }
+                b.snap.device_traces.push(out);
+            }
+        }
+        if let Some(Value::Dict(d)) = settings {
+            for (k, v) in d.borrow().iter() {
+                b.snap.allocator_settings.push((display(k), display(v)));
+            }
+        }
+        Ok(b.snap)
+    }
+}
+
+fn display(v: &Value) -> String {
+    match v {
+        Value::None => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Str(s) => s.to_string(),
+        Value::Bytes(b) => format!("<{} bytes>", b.len()),
+        Value::List(l) => format!(
+            "[{}]",
+            l.borrow()
+                .iter()
+                .map(display)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Tuple(t) => format!("({})", t.iter().map(display).collect::<Vec<_>>().join(", ")),
+        Value::Dict(d) => format!(
+            "{{{}}}",
+            d.borrow()
+                .iter()
+                .map(|(k, v)| format!("{}: {}", display(k), display(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Object(o) => format!("<{o}>"),
+    }
+}
+
+fn list(v: &Value, path: &str, what: &str) -> Result<Vec<Value>, MemvizError> {
+    v.items().ok_or_else(|| {
+        MemvizError::new(format!(
+            "{what}: `{path}` is a {}, expected a list. The file does not have the layout of \
+             torch.cuda.memory._dump_snapshot; check that it is a memory snapshot.",
+            v.type_name()
+        ))
+    })
+}
+
+fn field_int(
+    d: &Value,
+    key: &str,
+    path: &str,
+    what: &str,
+    required: bool,
+) -> Result<Option<i128>, MemvizError> {
+    match d.get(key) {
+        None | Some(Value::None) if !required => Ok(None),
+        None | Some(Value::None) => Err(MemvizError::new(format!(
+            "{what}: `{path}` has no `{key}`, which every {} of a PyTorch memory snapshot has. \
+             The file may be from an unsupported writer; check it with \
+             `python3 -m torch.cuda._memory_viz stats FILE`.",
+            if path.contains("blocks") {
+                "block"
+            } else if path.starts_with("segments") {
+                "segment"
+            } else {
+                "entry"
+            }
+        ))),
+        Some(v) => v.as_int().map(Some).ok_or_else(|| {
+            MemvizError::new(format!(
+                "{what}: `{path}.{key}` is a {}, expected an int. The file does not have the \
+                 layout of torch.cuda.memory._dump_snapshot.",
+                v.type_name()
+            ))
+        }),
+    }
+}
+
+fn to_u64(v: i128) -> u64 {
+    u64::try_from(v.max(0)).unwrap_or(u64::MAX)
+}
+
+#[derive(Default)]
+struct Builder {
+    snap: Snapshot,
+    frame_by_ptr: HashMap<usize, u32>,
+    frame_by_value: HashMap<Frame, u32>,
+    stack_by_ptr: HashMap<usize, StackId>,
+    stack_by_value: HashMap<Vec<u32>, StackId>,
+}
+
+// Interning by pointer is sound because the whole decoded tree (`root` in
+// `Snapshot::from_value`) outlives the builder: no address is reused.
+impl Builder {
+    fn frame(&mut self, f: &Value) -> Option<u32> {
+        let ptr = match f {
+            Value::Dict(d) => Rc::as_ptr(d) as usize,
+            _ => return None,
+        };
+        if let Some(&id) = self.frame_by_ptr.get(&ptr) {
+            return Some(id);
+        }
+        let s = |k: &str| -> Rc<str> {
+            f.get(k)
+                .and_then(|v| v.as_str().cloned())
+                .unwrap_or_else(|| "??".into())
+        };
+        let frame = Frame {
+            filename: s("filename"),
+            line: f
+                .get("line")
+                .and_then(|v| v.as_int())
+                .and_then(|i| i64::try_from(i).ok())
+                .unwrap_or(0),
+            name: s("name"),
+        };
+        let next = self.snap.frames.len() as u32;
+        let id = *self.frame_by_value.entry(frame.clone()).or_insert(next);
+        if id == next {
+            self.snap.frames.push(frame);
+        }
+        self.frame_by_ptr.insert(ptr, id);
+        Some(id)
+    }
+
+    fn stack(&mut self, frames: Option<Value>) -> StackId {
+        let Some(frames) = frames else { return 0 };
+        let ptr = match &frames {
+            Value::List(l) => Rc::as_ptr(l) as usize,
+            Value::Tuple(t) => Rc::as_ptr(t) as *const Value as usize,
+            _ => return 0,
+        };
+        if let Some(&id) = self.stack_by_ptr.get(&ptr) {
+            return id;
+        }
+        let items = frames.items().unwrap_or_default();
+        let ids: Vec<u32> = items.iter().filter_map(|f| self.frame(f)).collect();
+        let id = if ids.is_empty() {
+            0
+        } else {
+            let next = self.snap.stacks.len() as StackId;
+            let id = *self.stack_by_value.entry(ids.clone()).or_insert(next);
+            if id == next {
+                self.snap.stacks.push(ids);
+            }
+            id
+        };
+        self.stack_by_ptr.insert(ptr, id);
+        id
+    }
+
+    fn segment(&mut self, s: &Value, path: &str, what: &str) -> Result<Segment, MemvizError> {
+        if !matches!(s, Value::Dict(_)) {
+            return Err(MemvizError::new(format!(
+                "{what}: `{path}` is a {}, expected a dict describing a segment. The file does \
+                 not have the layout of torch.cuda.memory._dump_snapshot.",
+                s.type_name()
+            )));
+        }
+        let address = to_u64(field_int(s, "address", path, what, true)?.unwrap_or(0));
+        let total_size = to_u64(field_int(s, "total_size", path, what, true)?.unwrap_or(0));
+        let pool_id = match s.get("segment_pool_id").and_then(|p| p.items()) {
+            Some(p) if p.len() == 2 => (
+                p[0].as_int().unwrap_or(0) as i64,
+                p[1].as_int().unwrap_or(0) as i64,
+            ),
+            _ => (0, 0),
+        };
+        let mut seg = Segment {
+            device: field_int(s, "device", path, what, false)?
+                .unwrap_or(0)
+                .max(0) as usize,
+            address,
+            total_size,
+            stream: field_int(s, "stream", path, what, false)?.unwrap_or(0) as i64,
+            segment_type: s
+                .get("segment_type")
+                .and_then(|v| v.as_str().cloned())
+                .unwrap_or_else(|| "".into()),
+            pool_id,
+            blocks: Vec::new(),
+        };
+        let blocks = match s.get("blocks") {
+            Some(v) => list(&v, &format!("{path}.blocks"), what)?,
+            None => Vec::new(),
+        };
+        let mut offset = address;
+        for (j, bv) in blocks.iter().enumerate() {
+            let bpath = format!("{path}.blocks[{j}]");
+            let size = to_u64(field_int(bv, "size", &bpath, what, true)?.unwrap_or(0));
+            let block_addr = field_int(bv, "address", &bpath, what, false)?
+                .map(to_u64)
+                .unwrap_or(offset);
+            let requested = field_int(bv, "requested_size", &bpath, what, false)?
+                .map(to_u64)
+                .unwrap_or(size);
+            let state = match bv
+                .get("state")
+                .as_ref()
+                .and_then(|v| v.as_str())
+                .map(|s| &**s)
+            {
+                Some("active_allocated") => BlockState::ActiveAllocated,
+                Some("active_awaiting_free") | Some("active_pending_free") => {
+                    BlockState::ActiveAwaitingFree
+                }
+                _ => BlockState::Inactive,
+            };
+            // Current layout: `frames`; older snapshots: `history[0].frames`.
+            let frames = bv.get("frames").or_else(|| {
+                bv.get("history")
+                    .and_then(|h| h.items())
+                    .and_then(|h| h.first().and_then(|e| e.get("frames")))
+            });
+            let stack = self.stack(frames);
+            seg.blocks.push(Block {
+                address: block_addr,
+                size,
+                requested_size: requested,
+                state,
+                stack,
+            });
+            offset = block_addr.saturating_add(size);
+        }
+        Ok(seg)
+    }
+
+    fn entry(
+        &mut self,
+        e: &Value,
+        path: &str,
+        i: usize,
+        what: &str,
+    ) -> Result<TraceEntry, MemvizError> {
+        let Value::Dict(d) = e else {
+            return Err(MemvizError::new(format!(
+                "{what}: `{path}[{i}]` is a {}, expected a dict describing a trace entry. The \
+                 file does not have the layout of torch.cuda.memory._dump_snapshot.",
+                e.type_name()
+            )));
+        };
+        let mut action = None;
+        let (mut addr, mut size, mut stream, mut time_us, mut device_free) = (0, 0, 0, None, None);
+        let mut frames = None;
+        // One pass over the entry's keys (this is the hot loop for big traces).
+        for (k, v) in d.borrow().iter() {
+            let Value::Str(k) = k else { continue };
+            let int = || {
+                v.as_int().ok_or_else(|| {
+                    MemvizError::new(format!(
+                        "{what}: `{path}[{i}].{k}` is a {}, expected an int. The file does not \
+                         have the layout of torch.cuda.memory._dump_snapshot.",
+                        v.type_name()
+                    ))
+                })
+            };
+            match &**k {
+                "action" => action = v.as_str().map(|s| Action::parse(s)),
+                "addr" => addr = to_u64(int()?),
+                "size" => size = to_u64(int()?),
+                "stream" => stream = int()? as i64,
+                "time_us" => time_us = v.as_int().map(|t| t as i64),
+                "device_free" => device_free = v.as_int().map(to_u64),
+                "frames" => frames = Some(v.clone()),
+                _ => {}
+            }
+        }
+        let Some(action) = action else {
+            return Err(MemvizError::new(format!(
+                "{what}: `{path}[{i}]` has no `action` string, which every trace entry of a \
+                 PyTorch memory snapshot has. Check that the file is a snapshot written by \
+                 torch.cuda.memory._dump_snapshot."
+            )));
+        };
+        let stack = self.stack(frames);
+        Ok(TraceEntry {
+            action,
+            addr,
+            size,
+            stream,
+            time_us,
+            stack,
+            device_free,
+        })
+    }
+}

@@ -1,0 +1,658 @@
+//! A decoder for Python pickles (protocols 2 to 5, the binary opcodes that
+//! `pickle.dump` writes for dicts, lists, tuples, strings and numbers).
+//!
+//! Containers are shared like Python objects: a memoized list that is filled
+//! after being memoized (pickle's order for every container) is the same
+//! list wherever a `BINGET` refers to it. Class instances (`GLOBAL` +
+//! `REDUCE`/`NEWOBJ`/`BUILD`) are kept as opaque [`Value::Object`]s, so an
+//! unknown field holding one does not stop the snapshot from loading.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::MemvizError;
+
+/// A decoded Python value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// `None`.
+    None,
+    /// `True` / `False`.
+    Bool(bool),
+    /// An `int` that fits in `i64`.
+    Int(i64),
+    /// An `int` above `i64::MAX` that fits in `u64` (e.g. a high address).
+    UInt(u64),
+    /// A `float`.
+    Float(f64),
+    /// A `str`.
+    Str(Rc<str>),
+    /// `bytes` or `bytearray`.
+    Bytes(Rc<[u8]>),
+    /// A `list` (also used for `set` and `frozenset`).
+    List(Rc<RefCell<Vec<Value>>>),
+    /// A `tuple`.
+    Tuple(Rc<[Value]>),
+    /// A `dict`, entries in insertion order.
+    Dict(Rc<RefCell<Vec<(Value, Value)>>>),
+    /// Anything else (a class instance, a too-large int), by a short description.
+    Object(Rc<str>),
+}
+
+impl Value {
+    /// The value of key `key` if `self` is a dict with a `str` key `key`
+    /// (the last one if the pickle set it twice).
+    pub fn get(&self, key: &str) -> Option<Value> {
+        match self {
+            Value::Dict(d) => d.borrow().iter().rev().find_map(|(k, v)| match k {
+                Value::Str(s) if &**s == key => Some(v.clone()),
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The integer, if `self` is an int (or a bool, like Python).
+    pub fn as_int(&self) -> Option<i128> {
+        match self {
+            Value::Int(i) => Some(i128::from(*i)),
+            Value::UInt(u) => Some(i128::from(*u)),
+            Value::Bool(b) => Some(i128::from(*b)),
+            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i128),
+            _ => None,
+        }
+    }
+
+    /// The string, if `self` is a `str`.
+    pub fn as_str(&self) -> Option<&Rc<str>> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The items, if `self` is a list or a tuple.
+    pub fn items(&self) -> Option<Vec<Value>> {
+        match self {
+            Value::List(l) => Some(l.borrow().clone()),
+            Value::Tuple(t) => Some(t.to_vec()),
+            _ => None,
+        }
+    }
+
+    /// Python's name for the value's type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "bool",
+            Value::Int(_) | Value::UInt(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Tuple(_) => "tuple",
+            Value::Dict(_) => "dict",
+            Value::Object(_) => "object",
+        }
+    }
+
+    /// Converts a JSON value (a `.json` snapshot) into the same representation.
+    pub fn from_json(v: serde_json::Value) -> Value {
+        match v {
+            serde_json::Value::Null => Value::None,
+            serde_json::Value::Bool(b) => Value::Bool(b),
+            serde_json::Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Value::Int(i)
+                } else if let Some(u) = n.as_u64() {
+                    Value::UInt(u)
+                } else {
+                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            serde_json::Value::String(s) => Value::Str(s.into()),
+            serde_json::Value::Array(a) => Value::List(Rc::new(RefCell::new(
+                a.into_iter().map(Value::from_json).collect(),
+            ))),
+            serde_json::Value::Object(o) => Value::Dict(Rc::new(RefCell::new(
+                o.into_iter()
+                    .map(|(k, v)| (Value::Str(k.into()), Value::from_json(v)))
+                    .collect(),
+            ))),
+        }
+    }
+}
+
+fn op_name(op: u8) -> String {
+    let name = match op {
+        0x80 => "PROTO",
+        0x95 => "FRAME",
+        b'.' => "STOP",
+        b'(' => "MARK",
+        b'N' => "NONE",
+        0x88 => "NEWTRUE",
+        0x89 => "NEWFALSE",
+        b'J' => "BININT",
+        b'K' => "BININT1",
+        b'M' => "BININT2",
+        0x8a => "LONG1",
+        0x8b => "LONG4",
+        b'G' => "BINFLOAT",
+        0x8c => "SHORT_BINUNICODE",
+        b'X' => "BINUNICODE",
+        0x8d => "BINUNICODE8",
+        b'}' => "EMPTY_DICT",
+        b'u' => "SETITEMS",
+        b's' => "SETITEM",
+        b']' => "EMPTY_LIST",
+        b'e' => "APPENDS",
+        b'a' => "APPEND",
+        0x94 => "MEMOIZE",
+        b'h' => "BINGET",
+        b'j' => "LONG_BINGET",
+        b'q' => "BINPUT",
+        b'r' => "LONG_BINPUT",
+        _ => return format!("opcode 0x{op:02x}"),
+    };
+    name.to_string()
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    what: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, op: u8) -> Result<&'a [u8], MemvizError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+        match end {
+            Some(end) => {
+                let s = &self.data[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(MemvizError::new(format!(
+                "{} ends early: {} needs {n} more bytes at offset {} but the file has {} bytes. \
+                 The file is truncated (was it copied while still being written?); dump the snapshot again.",
+                self.what,
+                op_name(op),
+                self.pos,
+                self.data.len()
+            ))),
+        }
+    }
+    fn u8(&mut self, op: u8) -> Result<u8, MemvizError> {
+        Ok(self.take(1, op)?[0])
+    }
+    fn u32(&mut self, op: u8) -> Result<u32, MemvizError> {
+        let b = self.take(4, op)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self, op: u8) -> Result<u64, MemvizError> {
+        let b = self.take(8, op)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn len64(&mut self, op: u8) -> Result<usize, MemvizError> {
+        let n = self.u64(op)?;
+        usize::try_from(n).map_err(|_| self.corrupt(op, "a length that does not fit in memory"))
+    }
+    fn corrupt(&self, op: u8, what: &str) -> MemvizError {
+        MemvizError::new(format!(
+            "{} is not a valid pickle: {} at offset {} has {what}. \
+             Expected a file written by Python's pickle.dump (e.g. torch.cuda.memory._dump_snapshot); \
+             check that the file is complete and not corrupted.",
+            self.what,
+            op_name(op),
+            self.pos
+        ))
+    }
+    fn string(&mut self, n: usize, op: u8) -> Result<Value, MemvizError> {
+        let b = self.take(n, op)?;
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(Value::Str(s.into())),
+            Err(_) => Err(self.corrupt(op, "a string that is not valid UTF-8")),
+        }
+    }
+}
+
+fn signed_le(bytes: &[u8]) -> Option<i128> {
+    if bytes.is_empty() {
+        return Some(0);
+    }
+    if bytes.len() > 16 {
+        // Still representable if the extra high bytes are pure sign extension.
+        let (low, high) = bytes.split_at(16);
+        let neg = low[15] & 0x80 != 0;
+        let fill = if neg { 0xff } else { 0 };
+        if high.iter().any(|&b| b != fill) {
+            return None;
+        }
+        return signed_le(low);
+    }
+    let neg = bytes[bytes.len() - 1] & 0x80 != 0;
+    let mut buf = if neg { [0xffu8; 16] } else { [0u8; 16] };
+    buf[..bytes.len()].copy_from_slice(bytes);
+    Some(i128::from_le_bytes(buf))
+}
+
+/// Decodes one pickle from `data`; `what` names the file in error messages.
+///
+/// ```
+/// use tensorguard_cli::memviz::pickle::decode;
+///
+/// // pickle.dumps({'segments': []}, protocol=4)
+/// let data = b"\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x08segments\x94]\x94s.";
+/// let v = decode(data, "example").unwrap();
+/// assert!(v.get("segments").unwrap().items().unwrap().is_empty());
+/// assert!(decode(&data[..10], "cut").unwrap_err().to_string().contains("truncated"));
+/// ```
+pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
+    let mut r = Reader { data, pos: 0, what };
+    let mut stack: Vec<Value> = Vec::with_capacity(64);
+    let mut marks: Vec<usize> = Vec::new();
+    let mut memo: Vec<Option<Value>> = Vec::new();
+
+    if data.is_empty() {
+        return Err(MemvizError::new(format!(
+            "{what} is empty; expected a pickle written by torch.cuda.memory._dump_snapshot. \
+             Dump the snapshot again."
+        )));
+    }
+
+    if data[0] != 0x80 {
+        return Err(MemvizError::new(format!(
+            "{what} is not a pickle: it starts with byte 0x{:02x}, not pickle's PROTO opcode 0x80 \
+             (pickle protocol 2 or newer, which torch.cuda.memory._dump_snapshot writes). Expected a \
+             snapshot pickle, or a .json file with the same layout.",
+            data[0]
+        )));
+    }
+
+    fn pop(stack: &mut Vec<Value>, r: &Reader, op: u8) -> Result<Value, MemvizError> {
+        stack
+            .pop()
+            .ok_or_else(|| r.corrupt(op, "nothing on the stack to work on"))
+    }
+    fn pop_mark(
+        stack: &mut Vec<Value>,
+        marks: &mut Vec<usize>,
+        r: &Reader,
+        op: u8,
+    ) -> Result<Vec<Value>, MemvizError> {
+        let m = marks
+            .pop()
+            .ok_or_else(|| r.corrupt(op, "no MARK before it"))?;
+        if m > stack.len() {
+            return Err(r.corrupt(op, "a MARK above the top of the stack"));
+        }
+        Ok(stack.split_off(m))
+    }
+    fn memo_put(memo: &mut Vec<Option<Value>>, idx: usize, v: Value) {
+        if idx >= memo.len() {
+            memo.resize(idx + 1, None);
+        }
+        memo[idx] = Some(v);
+    }
+
+    loop {
+        let op_pos = r.pos;
+        let op = match r.data.get(r.pos) {
+            Some(&b) => b,
+            None => {
+                return Err(MemvizError::new(format!(
+                    "{what} ends early at offset {op_pos} without pickle's STOP opcode: \
+                     the file is truncated (was it copied while still being written?). Dump the snapshot again."
+                )))
+            }
+        };
+        r.pos += 1;
+        match op {
+            0x80 => {
+                let proto = r.u8(op)?;
+                if proto > 5 {
+                    return Err(r.corrupt(op, &format!("protocol {proto}, newer than 5")));
+                }
+            }
+            0x95 => {
+                r.u64(op)?;
+            }
+            b'.' => {
+                return stack
+                    .pop()
+                    .ok_or_else(|| r.corrupt(op, "an empty stack (no value was pickled)"))
+            }
+            b'(' => marks.push(stack.len()),
+            b'0' => {
+                pop(&mut stack, &r, op)?;
+            }
+            b'1' => {
+                pop_mark(&mut stack, &mut marks, &r, op)?;
+            }
+            b'2' => {
+                let top = stack
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| r.corrupt(op, "nothing on the stack to duplicate"))?;
+                stack.push(top);
+            }
+            b'N' => stack.push(Value::None),
+            0x88 => stack.push(Value::Bool(true)),
+            0x89 => stack.push(Value::Bool(false)),
+            b'J' => {
+                let v = r.u32(op)? as i32;
+                stack.push(Value::Int(i64::from(v)));
+            }
+            b'K' => {
+                let v = r.u8(op)?;
+                stack.push(Value::Int(i64::from(v)));
+            }
+            b'M' => {
+                let b = r.take(2, op)?;
+                stack.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
+            }
+            0x8a | 0x8b => {
+                let n = if op == 0x8a {
+                    usize::from(r.u8(op)?)
+                } else {
+                    r.u32(op)? as usize
+                };
+                let bytes = r.take(n, op)?;
+                let too_big = || Value::Object(format!("int of {n} bytes").into());
+                stack.push(match signed_le(bytes) {
+                    Some(i) => match (i64::try_from(i), u64::try_from(i)) {
+                        (Ok(i), _) => Value::Int(i),
+                        (_, Ok(u)) => Value::UInt(u),
+                        _ => too_big(),
+                    },
+                    None => too_big(),
+                });
+            }
+            b'G' => {
+                let b = r.take(8, op)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                stack.push(Value::Float(f64::from_be_bytes(a)));
+            }
+            0x8c => {
+                let n = usize::from(r.u8(op)?);
+                let v = r.string(n, op)?;
+                stack.push(v);
+            }
+            b'X' => {
+                let n = r.u32(op)? as usize;
+                let v = r.string(n, op)?;
+                stack.push(v);
+            }
+            0x8d => {
+                let n = r.len64(op)?;
+                let v = r.string(n, op)?;
+                stack.push(v);
+            }
+            // Protocol 1-2 `str` (latin-1 / bytes) and `bytes`.
+            b'U' | b'C' => {
+                let n = usize::from(r.u8(op)?);
+                let b = r.take(n, op)?;
+                stack.push(latin1_or_bytes(op, b));
+            }
+            b'T' | b'B' => {
+                let n = r.u32(op)? as usize;
+                let b = r.take(n, op)?;
+                stack.push(latin1_or_bytes(op, b));
+            }
+            0x8e | 0x96 => {
+                let n = r.len64(op)?;
+                let b = r.take(n, op)?;
+                stack.push(Value::Bytes(b.into()));
+            }
+            b'}' => stack.push(Value::Dict(Rc::new(RefCell::new(Vec::new())))),
+            b'd' => {
+                let items = pop_mark(&mut stack, &mut marks, &r, op)?;
+                stack.push(Value::Dict(Rc::new(RefCell::new(pairs(items, &r, op)?))));
+            }
+            b's' | b'u' => {
+                let items = if op == b's' {
+                    let v = pop(&mut stack, &r, op)?;
+                    let k = pop(&mut stack, &r, op)?;
+                    vec![k, v]
+                } else {
+                    pop_mark(&mut stack, &mut marks, &r, op)?
+                };
+                let new = pairs(items, &r, op)?;
+                match stack.last() {
+                    // A repeated key is appended; `Value::get` reads the last
+                    // one, so the later value wins as in Python.
+                    Some(Value::Dict(d)) => d.borrow_mut().extend(new),
+                    Some(Value::Object(_)) => {}
+                    _ => return Err(r.corrupt(op, "no dict to add items to")),
+                }
+            }
+            b']' => stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
+            0x8f => stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
+            b'l' => {
+                let items = pop_mark(&mut stack, &mut marks, &r, op)?;
+                stack.push(Value::List(Rc::new(RefCell::new(items))));
+            }
+            0x91 => {
+                let items = pop_mark(&mut stack, &mut marks, &r, op)?;
+                stack.push(Value::List(Rc::new(RefCell::new(items))));
+            }
+            b'a' | b'e' | 0x90 => {
+                let items = if op == b'a' {
+                    vec![pop(&mut stack, &r, op)?]
+                } else {
+                    pop_mark(&mut stack, &mut marks, &r, op)?
+                };
+                match stack.last() {
+                    Some(Value::List(l)) => l.borrow_mut().extend(items),
+                    Some(Value::Object(_)) => {}
+                    _ => return Err(r.corrupt(op, "no list to append to")),
+                }
+            }
+            b')' => stack.push(Value::Tuple(Rc::from(Vec::new()))),
+            b't' => {
+                let items = pop_mark(&mut stack, &mut marks, &r, op)?;
+                stack.push(Value::Tuple(items.into()));
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                if stack.len() < n {
+                    return Err(r.corrupt(op, "too few values on the stack"));
+                }
+                let items = stack.split_off(stack.len() - n);
+                stack.push(Value::Tuple(items.into()));
+            }
+            0x94 => {
+                let top = stack
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| r.corrupt(op, "nothing on the stack to memoize"))?;
+                memo.push(Some(top));
+            }
+            b'q' | b'r' => {
+                let idx = if op == b'q' {
+                    usize::from(r.u8(op)?)
+                } else {
+                    r.u32(op)? as usize
+                };
+                let top = stack
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| r.corrupt(op, "nothing on the stack to memoize"))?;
+                memo_put(&mut memo, idx, top);
+            }
+            b'h' | b'j' => {
+                let idx = if op == b'h' {
+                    usize::from(r.u8(op)?)
+                } else {
+                    r.u32(op)? as usize
+                };
+                match memo.get(idx) {
+                    Some(Some(v)) => stack.push(v.clone()),
+                    _ => {
+                        return Err(
+                            r.corrupt(op, &format!("memo index {idx}, which was never stored"))
+                        )
+                    }
+                }
+            }
+            // Class instances: kept opaque.
+            b'c' => {
+                let mut name = String::new();
+                for _ in 0..2 {
+                    let start = r.pos;
+                    let nl = r.data[start..]
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .ok_or_else(|| r.corrupt(op, "a module/class name without its newline"))?;
+                    r.pos = start + nl + 1;
+                    if !name.is_empty() {
+                        name.push('.');
+                    }
+                    name.push_str(&String::from_utf8_lossy(&r.data[start..start + nl]));
+                }
+                stack.push(Value::Object(name.into()));
+            }
+            0x93 => {
+                let qual = pop(&mut stack, &r, op)?;
+                let module = pop(&mut stack, &r, op)?;
+                let name = format!(
+                    "{}.{}",
+                    module.as_str().map(|s| s.to_string()).unwrap_or_default(),
+                    qual.as_str().map(|s| s.to_string()).unwrap_or_default()
+                );
+                stack.push(Value::Object(name.into()));
+            }
+            b'R' | 0x81 => {
+                let _args = pop(&mut stack, &r, op)?;
+                let callable = pop(&mut stack, &r, op)?;
+                stack.push(opaque(&callable));
+            }
+            0x92 => {
+                let _kwargs = pop(&mut stack, &r, op)?;
+                let _args = pop(&mut stack, &r, op)?;
+                let cls = pop(&mut stack, &r, op)?;
+                stack.push(opaque(&cls));
+            }
+            b'b' => {
+                pop(&mut stack, &r, op)?;
+                if stack.is_empty() {
+                    return Err(r.corrupt(op, "no object to build"));
+                }
+            }
+            0x97 | 0x98 => {} // NEXT_BUFFER / READONLY_BUFFER need out-of-band data.
+            _ => {
+                let hint = if op_pos == 0 {
+                    format!(
+                        "{what} is not a pickle (its first byte is 0x{op:02x}). Expected a snapshot \
+                         written by torch.cuda.memory._dump_snapshot (a pickle), or a .json file with \
+                         the same layout."
+                    )
+                } else {
+                    format!(
+                        "{what} is not a pickle this reader understands: opcode 0x{op:02x} at offset \
+                         {op_pos} is unknown or from pickle protocol 0/1. Expected a snapshot written by \
+                         torch.cuda.memory._dump_snapshot (pickle protocol 2 or newer); re-dump it with \
+                         pickle.dump(snapshot, f) or save it as JSON."
+                    )
+                };
+                return Err(MemvizError::new(hint));
+            }
+        }
+    }
+}
+
+fn opaque(of: &Value) -> Value {
+    match of {
+        Value::Object(name) => Value::Object(format!("{name} instance").into()),
+        other => Value::Object(format!("{} instance", other.type_name()).into()),
+    }
+}
+
+fn latin1_or_bytes(op: u8, b: &[u8]) -> Value {
+    if op == b'U' || op == b'T' {
+        Value::Str(b.iter().map(|&c| char::from(c)).collect::<String>().into())
+    } else {
+        Value::Bytes(b.into())
+    }
+}
+
+fn pairs(items: Vec<Value>, r: &Reader, op: u8) -> Result<Vec<(Value, Value)>, MemvizError> {
+    if items.len() % 2 != 0 {
+        return Err(r.corrupt(op, "an odd number of keys and values"));
+    }
+    let mut out = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // `pickle.dumps({'a': [1, -2, 3.5, None, True], 'b': ('x', 2**70)}, protocol=4)`
+    const SAMPLE: &[u8] = b"\x80\x04\x954\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01a\x94]\x94(K\x01J\xfe\xff\xff\xffG@\x0c\x00\x00\x00\x00\x00\x00N\x88e\x8c\x01b\x94\x8c\x01x\x94\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00@\x86\x94u.";
+
+    #[test]
+    fn decodes_protocol_4_containers_and_numbers() {
+        let v = decode(SAMPLE, "sample").unwrap();
+        let a = v.get("a").unwrap().items().unwrap();
+        assert_eq!(a[0].as_int(), Some(1));
+        assert_eq!(a[1].as_int(), Some(-2));
+        assert!(matches!(a[2], Value::Float(f) if f == 3.5));
+        assert!(matches!(a[3], Value::None));
+        assert!(matches!(a[4], Value::Bool(true)));
+        let b = v.get("b").unwrap().items().unwrap();
+        assert_eq!(b[0].as_str().map(|s| s.to_string()), Some("x".to_string()));
+        // 2**70 does not fit in 64 bits: kept as an opaque value, not an error.
+        assert!(matches!(b[1], Value::Object(_)));
+        assert_eq!(b[1].as_int(), None);
+        // pickle.dumps(2**63, protocol=4): LONG1 of 9 bytes, above i64::MAX.
+        let big = decode(
+            b"\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00.",
+            "u64",
+        )
+        .unwrap();
+        assert_eq!(big.as_int(), Some(1i128 << 63));
+    }
+
+    #[test]
+    fn memoized_lists_are_shared_after_being_filled() {
+        // x = [1]; pickle.dumps([x, x], protocol=4): the inner list is memoized
+        // while still empty and filled afterwards; the BINGET must see the item.
+        let data = b"\x80\x04\x95\x0c\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01ah\x01e.";
+        let v = decode(data, "shared").unwrap();
+        let items = v.items().unwrap();
+        assert_eq!(items.len(), 2);
+        for inner in items {
+            assert_eq!(inner.items().unwrap()[0].as_int(), Some(1));
+        }
+    }
+
+    #[test]
+    fn truncation_and_garbage_are_errors_not_panics() {
+        for cut in 0..SAMPLE.len() - 1 {
+            let err = decode(&SAMPLE[..cut], "cut.pickle")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("cut.pickle"), "{err}");
+        }
+        let err = decode(b"hello world", "text.txt").unwrap_err().to_string();
+        assert!(err.contains("is not a pickle"), "{err}");
+    }
+
+    #[test]
+    fn long1_handles_sign_and_width() {
+        assert_eq!(signed_le(&[0xff]), Some(-1));
+        assert_eq!(signed_le(&[0x00, 0x80]), Some(-32768));
+        assert_eq!(
+            signed_le(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00]),
+            Some(u64::MAX as i128)
+        );
+    }
+}

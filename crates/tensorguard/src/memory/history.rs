@@ -1,0 +1,348 @@
+//! The allocator's event history (PyTorch's `torch.cuda.memory._record_memory_history`):
+//! a ring buffer of the last `max_entries` allocator events of one device,
+//! with their time, address, size, stream and the frames of the code that
+//! caused them.
+//!
+//! Recording is off by default; the allocator then pays one relaxed atomic
+//! load per event. Turn it on with [`record_history`], read it with
+//! [`snapshot`](super::snapshot()) and write it for PyTorch's memory viewer with
+//! [`dump_snapshot`](super::dump_snapshot).
+
+use std::backtrace::Backtrace;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{Frame, TraceEntry};
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// The default capacity of the ring buffer (PyTorch's default is unbounded;
+/// 100 000 events are about 5 MB here).
+pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
+
+/// Which frames an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Stacks {
+    /// No frames.
+    None,
+    /// One frame: the user's `file:line` that made the allocation (free
+    /// events carry the allocation's site, since a drop has no caller, and
+    /// `empty_cache` its own caller). Costs nothing extra: the site is
+    /// already known.
+    #[default]
+    CallSite,
+    /// A full backtrace of the thread at the event (innermost frame first,
+    /// like PyTorch's `stacks="all"`). Expensive: for debugging sessions.
+    Full,
+}
+
+/// How to record: see [`record_history`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryOptions {
+    /// Capacity of the ring buffer: the newest `max_entries` events are kept.
+    /// Must be at least 1.
+    pub max_entries: usize,
+    /// Which frames each event records.
+    pub stacks: Stacks,
+    /// Drop the events already recorded when (re)starting (PyTorch's
+    /// `clear_history`); by default they are kept.
+    pub clear_history: bool,
+}
+
+impl Default for HistoryOptions {
+    fn default() -> Self {
+        HistoryOptions {
+            max_entries: DEFAULT_MAX_ENTRIES,
+            stacks: Stacks::CallSite,
+            clear_history: false,
+        }
+    }
+}
+
+/// What happened, with PyTorch's names (`TraceEntry::Action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A block was handed out (`size` = bytes requested).
+    Alloc,
+    /// A block was given back; when other streams still use it, it stays
+    /// reserved until they pass that point (`active_pending_free`).
+    FreeRequested,
+    /// The block returned to the cache.
+    FreeCompleted,
+    /// A segment was obtained from the device (`size` = segment size).
+    SegmentAlloc,
+    /// A segment was given back to the device.
+    SegmentFree,
+    /// An allocation failed: `size` is the rounded request, the entry has
+    /// `device_free` instead of `addr`.
+    Oom,
+    /// A snapshot was taken (`size` = bytes in active blocks).
+    Snapshot,
+}
+
+impl Action {
+    /// PyTorch's name of the action (`"alloc"`, `"free_requested"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::Oom => "oom",
+            Action::Snapshot => "snapshot",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an event came from, resolved to frames only when a snapshot is made.
+#[derive(Clone)]
+pub(crate) enum Context {
+    None,
+    Site(&'static Location<'static>),
+    Full(Arc<Backtrace>),
+}
+
+/// One recorded event, cheap to copy.
+#[derive(Clone)]
+pub(crate) struct RawEntry {
+    pub(crate) action: Action,
+    /// Address, or the device's free bytes for [`Action::Oom`].
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
+    pub(crate) stream: u32,
+    pub(crate) time_us: i64,
+    pub(crate) context: Context,
+}
+
+struct Ring {
+    entries: Vec<RawEntry>,
+    /// When full: the index of the oldest entry (the next to overwrite).
+    next: usize,
+    max_entries: usize,
+    stacks: Stacks,
+}
+
+impl Ring {
+    fn push(&mut self, e: RawEntry) {
+        if self.entries.len() < self.max_entries {
+            self.entries.push(e);
+        } else {
+            self.entries[self.next] = e;
+            self.next = (self.next + 1) % self.max_entries;
+        }
+    }
+
+    /// Put the entries in time order (oldest first) with `next == 0`.
+    fn linearize(&mut self) {
+        self.entries.rotate_left(self.next);
+        self.next = 0;
+    }
+}
+
+/// The history of one allocator. Lock order: the allocator's lock, then this.
+pub(crate) struct History {
+    on: AtomicBool,
+    ring: Mutex<Ring>,
+}
+
+impl History {
+    pub(crate) fn new() -> History {
+        History {
+            on: AtomicBool::new(false),
+            ring: Mutex::new(Ring {
+                entries: Vec::new(),
+                next: 0,
+                max_entries: DEFAULT_MAX_ENTRIES,
+                stacks: Stacks::CallSite,
+            }),
+        }
+    }
+
+    /// Whether events are recorded: the allocator's only cost when off.
+    #[inline]
+    pub(crate) fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Start (or reconfigure) with `opts`, or stop and clear with `None`.
+    pub(crate) fn configure(&self, opts: Option<&HistoryOptions>) {
+        let mut ring = self.ring.lock();
+        match opts {
+            Some(o) => {
+                ring.linearize();
+                if o.clear_history {
+                    ring.entries.clear();
+                }
+                if ring.entries.len() > o.max_entries {
+                    let excess = ring.entries.len() - o.max_entries;
+                    ring.entries.drain(..excess);
+                }
+                ring.max_entries = o.max_entries;
+                ring.stacks = o.stacks;
+                self.on.store(true, Ordering::Relaxed);
+            }
+            None => {
+                self.on.store(false, Ordering::Relaxed);
+                ring.entries = Vec::new();
+                ring.next = 0;
+            }
+        }
+    }
+
+    /// Record one event (call only when [`is_on`](Self::is_on)).
+    #[inline(never)]
+    pub(crate) fn record(
+        &self,
+        action: Action,
+        addr: usize,
+        size: usize,
+        stream: u32,
+        site: Option<&'static Location<'static>>,
+    ) {
+        let time_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        let mut ring = self.ring.lock();
+        if !self.is_on() {
+            return;
+        }
+        let context = match ring.stacks {
+            Stacks::None => Context::None,
+            Stacks::CallSite => site.map_or(Context::None, Context::Site),
+            Stacks::Full => Context::Full(Arc::new(Backtrace::force_capture())),
+        };
+        ring.push(RawEntry {
+            action,
+            addr,
+            size,
+            stream,
+            time_us,
+            context,
+        });
+    }
+
+    /// The recorded events, oldest first.
+    pub(crate) fn entries(&self) -> Vec<RawEntry> {
+        let ring = self.ring.lock();
+        let mut out = Vec::with_capacity(ring.entries.len());
+        out.extend_from_slice(&ring.entries[ring.next..]);
+        out.extend_from_slice(&ring.entries[..ring.next]);
+        out
+    }
+}
+
+/// Start recording the allocator events of `device` into a ring buffer of
+/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
+/// also drops the recorded events). Calling it again while recording
+/// changes the options and keeps the events (unless `clear_history`).
+///
+/// ```
+/// use tensorguard::memory::{self, HistoryOptions, Stacks};
+/// use tensorguard::Device;
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
+/// memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
+    let opts = opts.into();
+    if let Some(o) = &opts {
+        if o.max_entries == 0 {
+            return Err(Error::invalid(
+                "memory::record_history",
+                format!(
+                    "max_entries is 0, so no event of {device} could be kept. Use at least 1 (the default is {DEFAULT_MAX_ENTRIES}), or pass None to stop recording."
+                ),
+            ));
+        }
+    }
+    super::allocator(device)?.history.configure(opts.as_ref());
+    Ok(())
+}
+
+/// Whether [`record_history`] is recording on `device`.
+pub fn is_recording_history(device: &Device) -> bool {
+    super::allocator(device).is_ok_and(|a| a.history.is_on())
+}
+
+/// Resolve raw entries into PyTorch-layout trace entries. Backtraces shared
+/// by several entries are resolved once.
+pub(crate) fn resolve(entries: &[RawEntry]) -> Vec<TraceEntry> {
+    let mut sites: HashMap<*const Location<'static>, Vec<Frame>> = HashMap::new();
+    let mut traces: HashMap<*const Backtrace, Vec<Frame>> = HashMap::new();
+    entries
+        .iter()
+        .map(|e| {
+            let frames = match &e.context {
+                Context::None => Vec::new(),
+                Context::Site(loc) => sites
+                    .entry(*loc as *const _)
+                    .or_insert_with(|| vec![Frame::from_location(loc)])
+                    .clone(),
+                Context::Full(bt) => traces
+                    .entry(Arc::as_ptr(bt))
+                    .or_insert_with(|| parse_backtrace(&bt.to_string()))
+                    .clone(),
+            };
+            let (addr, device_free) = if e.action == Action::Oom {
+                (None, Some(e.addr as u64))
+            } else {
+                (Some(e.addr as u64), None)
+            };
+            TraceEntry {
+                action: e.action,
+                addr,
+                device_free,
+                size: e.size as u64,
+                stream: e.stream,
+                time_us: e.time_us,
+                frames,
+            }
+        })
+        .collect()
+}
+
+/// Frames of a `std::backtrace::Backtrace` printout: `N: name` lines, each
+/// optionally followed by `at file:line:col`.
+pub(crate) fn parse_backtrace(text: &str) -> Vec<Frame> {
+    let mut frames: Vec<Frame> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("at ") {
+            if let Some(f) = frames.last_mut() {
+                let mut parts = rest.rsplitn(3, ':');
+                let (_col, line_no, file) = (parts.next(), parts.next(), parts.next());
+                if let (Some(l), Some(file)) = (line_no.and_then(|l| l.parse().ok()), file) {
+                    f.filename = file.to_owned();
+                    f.line = l;
+                }
+            }
+        } else if let Some((num, name)) = t.split_once(": ") {
+            if num.chars().all(|c| c.is_ascii_digit()) && !num.is_empty() {
+                frames.push(Frame {
+                    filename: "??".to_owned(),
+                    line: 0,
+                    name: name.to_owned(),
+                });
+            }
+        }
+    }
+    frames
+}

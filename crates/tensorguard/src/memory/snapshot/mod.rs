@@ -1,0 +1,411 @@
+//! Memory snapshots in PyTorch's layout (`torch.cuda.memory._snapshot()`):
+//! the live segments with their blocks, the recorded allocator events
+//! (`device_traces`) and the allocator settings. [`dump_snapshot`] writes
+//! them as a pickle that PyTorch's memory viewer
+//! (<https://pytorch.org/memory_viz>) and `torch.cuda._memory_viz` read, or
+//! as JSON.
+
+pub(crate) mod pickle;
+
+pub use pickle::check_viewer_pickle;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::panic::Location;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::caching::{BlockState as RawState, PoolKind};
+use super::history::{resolve, Action};
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// One stack frame, as PyTorch writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Frame {
+    /// Source file.
+    pub filename: String,
+    /// Line in `filename` (0 when unknown).
+    pub line: u32,
+    /// Function name (`"??"` when unknown, e.g. for a call site).
+    pub name: String,
+}
+
+impl Frame {
+    pub(crate) fn from_location(loc: &Location<'_>) -> Frame {
+        Frame {
+            filename: loc.file().to_owned(),
+            line: loc.line(),
+            name: "??".to_owned(),
+        }
+    }
+}
+
+/// One allocator event (PyTorch's trace entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    /// What happened.
+    pub action: Action,
+    /// Address of the block or segment (absent for `oom`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_int"
+    )]
+    pub addr: Option<u64>,
+    /// For `oom`: the bytes the device had free (0 when it has no fixed capacity).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_int"
+    )]
+    pub device_free: Option<u64>,
+    /// Bytes: requested (alloc/free), segment size, rounded request (oom),
+    /// active bytes (snapshot).
+    #[serde(serialize_with = "int")]
+    pub size: u64,
+    /// Stream number.
+    pub stream: u32,
+    /// Wall-clock time in microseconds since the Unix epoch.
+    pub time_us: i64,
+    /// Innermost first; empty when recorded without stacks.
+    #[serde(default)]
+    pub frames: Vec<Frame>,
+}
+
+/// State of a block, with PyTorch's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// In use by a tensor.
+    ActiveAllocated,
+    /// Freed by its tensor, waiting for other streams that still use it.
+    ActivePendingFree,
+    /// Cached and free.
+    Inactive,
+}
+
+/// Pool of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentType {
+    /// Requests of at most 1 MiB (2 MiB segments).
+    Small,
+    /// Larger requests.
+    Large,
+}
+
+/// One block of a segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotBlock {
+    /// Start address.
+    #[serde(serialize_with = "int")]
+    pub address: u64,
+    /// Block size in bytes.
+    #[serde(serialize_with = "int")]
+    pub size: u64,
+    /// Bytes requested (0 for inactive blocks).
+    #[serde(serialize_with = "int")]
+    pub requested_size: u64,
+    /// Allocated, pending free, or inactive.
+    pub state: BlockState,
+    /// Where an active block was allocated (its call site); empty otherwise.
+    #[serde(default)]
+    pub frames: Vec<Frame>,
+}
+
+/// One segment obtained from the device, blocks in address order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotSegment {
+    /// Device index (`N` of `emu:N`; 0 for the cpu).
+    pub device: u32,
+    /// Start address.
+    #[serde(serialize_with = "int")]
+    pub address: u64,
+    /// Segment size.
+    #[serde(serialize_with = "int")]
+    pub total_size: u64,
+    /// Bytes of `active_allocated` blocks.
+    #[serde(serialize_with = "int")]
+    pub allocated_size: u64,
+    /// Bytes of active blocks (allocated or pending free).
+    #[serde(serialize_with = "int")]
+    pub active_size: u64,
+    /// Bytes requested by the active blocks.
+    #[serde(serialize_with = "int")]
+    pub requested_size: u64,
+    /// Stream of the segment.
+    pub stream: u32,
+    /// `small` or `large`.
+    pub segment_type: SegmentType,
+    /// Private pool id; `(0, 0)` (no private pools here).
+    pub segment_pool_id: (i64, i64),
+    /// Always false (no expandable segments here).
+    pub is_expandable: bool,
+    /// Frames of the segment's allocation (not tracked: empty, as PyTorch
+    /// without context).
+    #[serde(default)]
+    pub frames: Vec<Frame>,
+    /// The blocks.
+    pub blocks: Vec<SnapshotBlock>,
+}
+
+/// The allocator's configuration, with PyTorch's keys and this allocator's
+/// values (it implements PyTorch's defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorSettings {
+    /// The configuration string (empty: defaults).
+    #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF")]
+    pub alloc_conf: String,
+    /// Blocks above this are not split; -1 = no limit (PyTorch's `SIZE_MAX`).
+    pub max_split_size: i64,
+    /// 0.0: no garbage collection threshold.
+    pub garbage_collection_threshold: f64,
+    /// false.
+    pub expandable_segments: bool,
+    /// 1.
+    pub pinned_num_register_threads: i64,
+    /// false.
+    pub release_lock_on_cudamalloc: bool,
+    /// false.
+    pub pinned_use_cuda_host_register: bool,
+    /// Power-of-two rounding divisions per size class (all 0: off).
+    pub roundup_power2_divisions: BTreeMap<String, i64>,
+}
+
+impl Default for AllocatorSettings {
+    fn default() -> Self {
+        AllocatorSettings {
+            alloc_conf: String::new(),
+            max_split_size: -1,
+            garbage_collection_threshold: 0.0,
+            expandable_segments: false,
+            pinned_num_register_threads: 1,
+            release_lock_on_cudamalloc: false,
+            pinned_use_cuda_host_register: false,
+            roundup_power2_divisions: (0..16).map(|i| ((1u64 << i).to_string(), 0)).collect(),
+        }
+    }
+}
+
+/// A memory snapshot in PyTorch's layout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    /// The live segments of the device, in address order.
+    pub segments: Vec<SnapshotSegment>,
+    /// Events per device index (PyTorch's list of lists): the device's own
+    /// index holds its events, the others are empty.
+    pub device_traces: Vec<Vec<TraceEntry>>,
+    /// The allocator settings.
+    pub allocator_settings: AllocatorSettings,
+}
+
+/// Integers are written as signed 64-bit values, as PyTorch does: a pickle
+/// of an unsigned value above `i64::MAX` would need 9 bytes, which the
+/// memory viewer turns into a `BigInt` it cannot add to numbers.
+fn int<S: Serializer>(v: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    let v = i64::try_from(*v).map_err(|_| {
+        serde::ser::Error::custom(format!("{v} does not fit in a signed 64-bit integer"))
+    })?;
+    s.serialize_i64(v)
+}
+
+fn opt_int<S: Serializer>(v: &Option<u64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => int(v, s),
+        None => s.serialize_none(),
+    }
+}
+
+fn device_index(device: &Device) -> usize {
+    match device {
+        Device::Cpu => 0,
+        Device::Emulated(n) | Device::Cuda(n) => *n,
+    }
+}
+
+/// The live state of `device`'s allocator (segments, blocks and their
+/// states) and the events recorded by [`record_history`](super::record_history)
+/// (empty when not recording). While recording, a `snapshot` event is
+/// recorded first, as PyTorch does.
+///
+/// ```
+/// use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
+/// drop(Tensor::zeros([256], DType::F32, &dev)?);
+/// let snap = memory::snapshot(&dev)?;
+/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action).collect();
+/// assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
+/// memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
+/// # Ok(()) }
+/// ```
+pub fn snapshot(device: &Device) -> Result<MemorySnapshot> {
+    let alloc = super::allocator(device)?;
+    let (segments, entries) = alloc.snapshot();
+    let index = device_index(device);
+    let dev_u32 = index as u32;
+    let segments = segments
+        .into_iter()
+        .map(|s| {
+            let mut allocated = 0u64;
+            let mut active = 0u64;
+            let blocks = s
+                .blocks
+                .iter()
+                .map(|b| {
+                    let state = match b.state {
+                        RawState::Active => BlockState::ActiveAllocated,
+                        RawState::PendingFree => BlockState::ActivePendingFree,
+                        RawState::Inactive => BlockState::Inactive,
+                    };
+                    if state == BlockState::ActiveAllocated {
+                        allocated += b.size as u64;
+                    }
+                    if state != BlockState::Inactive {
+                        active += b.size as u64;
+                    }
+                    SnapshotBlock {
+                        address: b.address as u64,
+                        size: b.size as u64,
+                        requested_size: b.requested as u64,
+                        state,
+                        frames: b.site.map(Frame::from_location).into_iter().collect(),
+                    }
+                })
+                .collect();
+            SnapshotSegment {
+                device: dev_u32,
+                address: s.address as u64,
+                total_size: s.total_size as u64,
+                allocated_size: allocated,
+                active_size: active,
+                requested_size: s.requested_size as u64,
+                stream: s.stream,
+                segment_type: match s.pool {
+                    PoolKind::Small => SegmentType::Small,
+                    PoolKind::Large => SegmentType::Large,
+                },
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                frames: Vec::new(),
+                blocks,
+            }
+        })
+        .collect();
+    let mut device_traces = vec![Vec::new(); index + 1];
+    device_traces[index] = resolve(&entries);
+    Ok(MemorySnapshot {
+        segments,
+        device_traces,
+        allocator_settings: AllocatorSettings::default(),
+    })
+}
+
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+impl MemorySnapshot {
+    /// Write the snapshot to `path`: JSON when it ends in `.json`, a pickle
+    /// (protocol 3, only the opcodes PyTorch's memory viewer reads) otherwise.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let op = "memory::dump_snapshot";
+        let file = File::create(path).map_err(|e| {
+            Error::invalid(
+                op,
+                format!(
+                    "could not create {}: {e}. Check that the folder exists and is writable.",
+                    path.display()
+                ),
+            )
+        })?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let written = if is_json(path) {
+            serde_json::to_writer(&mut w, self).map_err(|e| e.to_string())
+        } else {
+            pickle::write(&mut w, self).map_err(|e| e.to_string())
+        };
+        written
+            .and_then(|()| w.flush().map_err(|e| e.to_string()))
+            .map_err(|e| {
+                Error::invalid(
+                    op,
+                    format!(
+                        "could not write the snapshot to {}: {e}. Check the free disk space and permissions.",
+                        path.display()
+                    ),
+                )
+            })
+    }
+
+    /// Read a snapshot written by [`save`](Self::save) (or by PyTorch, as
+    /// long as it has the keys of this layout): JSON when `path` ends in
+    /// `.json`, a pickle otherwise.
+    pub fn load(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
+        let path = path.as_ref();
+        let op = "memory::read_snapshot";
+        let file = File::open(path).map_err(|e| {
+            Error::invalid(
+                op,
+                format!("could not open {}: {e}. Check the path.", path.display()),
+            )
+        })?;
+        let r = BufReader::with_capacity(1 << 20, file);
+        let (kind, read) = if is_json(path) {
+            (
+                "JSON",
+                serde_json::from_reader(r).map_err(|e| e.to_string()),
+            )
+        } else {
+            ("pickle", pickle::read(r).map_err(|e| e.to_string()))
+        };
+        read.map_err(|e| {
+            Error::invalid(
+                op,
+                format!(
+                    "{} is not a memory snapshot {kind}: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot (JSON files must end in .json).",
+                    path.display()
+                ),
+            )
+        })
+    }
+}
+
+/// Write [`snapshot`]`(device)` to `path` in PyTorch's layout: a pickle
+/// (open it at <https://pytorch.org/memory_viz> or with
+/// `python -m torch.cuda._memory_viz trace_plot`) or JSON when the path ends
+/// in `.json`.
+///
+/// ```
+/// use tensorguard::memory::{self, BlockState, HistoryOptions};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// let t = Tensor::zeros([1000], DType::F32, &dev)?;
+/// let snap = memory::snapshot(&dev)?;
+/// assert!(snap.segments.iter().flat_map(|s| &s.blocks).any(|b| b.state == BlockState::ActiveAllocated));
+/// let path = std::env::temp_dir().join(format!("doc_snapshot_{}.pickle", std::process::id()));
+/// memory::dump_snapshot(&dev, &path)?;
+/// assert_eq!(memory::read_snapshot(&path)?.segments.len(), snap.segments.len());
+/// # std::fs::remove_file(&path)?;
+/// # drop(t);
+/// # memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn dump_snapshot(device: &Device, path: impl AsRef<Path>) -> Result<()> {
+    snapshot(device)?.save(path)
+}
+
+/// Read a snapshot file written by [`dump_snapshot`] (pickle, or JSON when
+/// the path ends in `.json`).
+pub fn read_snapshot(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
+    MemorySnapshot::load(path)
+}

@@ -1,0 +1,54 @@
+//! The crate-internal transfer API: a transfer's device work, timed by the
+//! code that runs it on a stream.
+
+use std::panic::Location;
+
+use super::{profile, transfer_scope, EventKind, ProfileOptions, TransferKind};
+use crate::device::backend::backend;
+use crate::device::Device;
+
+#[test]
+fn transfer_scope_times_device_work_queued_on_a_stream() {
+    let dev = Device::Emulated(0);
+    let b = backend(&dev).unwrap();
+    let opts = ProfileOptions {
+        current_thread_only: true, // other unit tests run ops meanwhile
+        ..Default::default()
+    };
+    let ((), prof) = profile(opts, || {
+        let scope = transfer_scope("to", Device::Cpu, dev, 4096, Location::caller());
+        let timing = scope.as_ref().and_then(|s| s.device_timing(0));
+        assert!(timing.is_some());
+        b.host_fn(
+            0,
+            "copy",
+            Location::caller(),
+            Box::new(move || {
+                let _running = timing.as_ref().map(|t| t.running());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                Ok(())
+            }),
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    let t: Vec<_> = prof.transfers().collect();
+    assert_eq!(t.len(), 1);
+    let e = t[0];
+    assert_eq!(e.kind, EventKind::Transfer);
+    let info = e.transfer.unwrap();
+    assert_eq!((info.kind, info.bytes), (TransferKind::HostToDevice, 4096));
+    // the profile waited for the copy: its device time is there
+    let span = e.device_span.expect("the copy's device time");
+    assert_eq!(span.stream, 0);
+    assert!(span.duration() >= std::time::Duration::from_millis(2));
+    assert_eq!(
+        prof.key_averages()
+            .get("to")
+            .unwrap()
+            .self_device_time_total,
+        span.duration()
+    );
+    // off: no scope, nothing to time
+    assert!(transfer_scope("to", Device::Cpu, dev, 1, Location::caller()).is_none());
+}
