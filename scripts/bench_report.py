@@ -9,8 +9,9 @@ numpy`; never needed to build or test tensorguard).
 A second section prints the device-runtime ratios when the results of
 `cargo bench -p tensorguard --bench device` exist, and a third the autograd
 figures of `cargo bench -p tensorguard --bench autograd` (with --pytorch, next
-to benches/peers/pytorch_autograd_bench.py run in the same session). Each
-section is skipped, with a note, when its results are missing.
+to benches/peers/pytorch_autograd_bench.py run in the same session), and a
+fourth the transfer ratios of `cargo bench -p tensorguard --bench transfer`.
+Each section is skipped, with a note, when its results are missing.
 """
 import argparse
 import json
@@ -139,6 +140,49 @@ def autograd_section(args):
         print("  (pass --pytorch to run benches/peers/pytorch_autograd_bench.py for the PyTorch column)")
 
 
+def transfer_section():
+    """Ratios of benches/transfer.rs: pinned host->emu vs memcpy, the ledger's
+    cost per 1 KiB copy, a pinned-allocator cache hit vs a fresh pin."""
+    print()
+    print("transfers (benches/transfer.rs)")
+    need = {
+        "transfer256M": ["memcpy_parallel", "h2d_pinned_nonblocking", "h2d_pageable_copy_"],
+        "transfer_ledger": ["h2d_1KiB_on", "h2d_1KiB_off", "h2d_1KiB_nb64_on", "h2d_1KiB_nb64_off"],
+        "pinned_alloc": ["cache_hit_4MiB", "fresh_4MiB"],
+    }
+    m = medians(need, "transfer")
+    if m is None:
+        return
+    size = 256 * 1024 * 1024
+    mc = m["transfer256M/memcpy_parallel"]
+    pin = m["transfer256M/h2d_pinned_nonblocking"]
+    pag = m["transfer256M/h2d_pageable_copy_"]
+    on, off = m["transfer_ledger/h2d_1KiB_on"], m["transfer_ledger/h2d_1KiB_off"]
+    # per copy: an iteration of the pipelined bench is 64 copies + 1 synchronize
+    pon, poff = m["transfer_ledger/h2d_1KiB_nb64_on"] / 64, m["transfer_ledger/h2d_1KiB_nb64_off"] / 64
+    pover = (pon - poff) / poff
+    hit, fresh = m["pinned_alloc/cache_hit_4MiB"], m["pinned_alloc/fresh_4MiB"]
+    gb = lambda s: size / s / 1e9
+    over = (on - off) / off
+    rows = [
+        ("memcpy 256 MiB, parallel", mc, f"{gb(mc):.1f} GB/s (reference)"),
+        ("host->emu 256 MiB, pinned, nb+wait", pin,
+         f"{gb(pin):.1f} GB/s = {mc / pin:.2f} x memcpy; {'meets' if mc / pin >= 0.9 else 'MISSES'} the >= 0.9 aim"),
+        ("host->emu 256 MiB, pageable copy_", pag, f"{gb(pag):.1f} GB/s = {mc / pag:.2f} x memcpy"),
+        ("1 KiB host->emu copy_, ledger on", on, f"ledger+detector cost {(on - off) * 1e9:+.0f} ns/copy = {over * 100:+.1f}% "
+                                                  f"of the copy; {'meets' if over < 0.05 else 'MISSES'} the < 5% aim"),
+        ("1 KiB host->emu copy_, ledger off", off, "reference"),
+        ("1 KiB pinned nb copy x64, ledger on", pon, f"per copy; ledger+detector cost {(pon - poff) * 1e9:+.0f} ns/copy = "
+                                                     f"{pover * 100:+.1f}%; {'meets' if pover < 0.05 else 'MISSES'} the < 5% aim"),
+        ("1 KiB pinned nb copy x64, ledger off", poff, "per copy (64 queued, then one synchronize); reference"),
+        ("empty_pinned 4 MiB, cache hit", hit, f"{fresh / hit:.0f}x faster than a fresh pin"),
+        ("empty_pinned 4 MiB, fresh pin", fresh, "reference: host_empty_cache() first"),
+    ]
+    print(f"  {'benchmark':<36} {'median':>11}  ratio")
+    for name, s, note in rows:
+        print(f"  {name:<36} {fmt_time(s):>11}  {note}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pytorch", action="store_true", help="also run the PyTorch peer bench now")
@@ -150,6 +194,7 @@ def main():
         print("core benchmarks: skipped: no results; run `cargo bench -p tensorguard --bench core` first")
     device_section()
     autograd_section(args)
+    transfer_section()
 
 
 def core_section(args):

@@ -1,11 +1,16 @@
 //! The `tensorguard` command line: `tensorguard doctor` reports the devices
-//! this build can use and checks that the runtime works on each of them.
+//! this build can use and checks that the runtime works on each of them;
+//! `tensorguard bench copy` measures copy costs on this machine.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
 use tensorguard_cli::memviz;
+
+// --- bench (issue 5) ---
+mod bench;
+// --- end bench ---
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +31,13 @@ enum Command {
         #[arg(long)]
         device: Option<String>,
     },
+    // --- bench (issue 5) ---
+    /// Measure on this machine (`bench copy`: the copy-cost table).
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+    // --- end bench ---
     // --- memviz (issue 6) ---
     /// Analyze a memory snapshot (PyTorch's `_dump_snapshot` pickle or `.json`):
     /// peak, what was alive at it, fragmentation, leaks, call sites.
@@ -68,6 +80,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        // --- bench (issue 5) ---
+        Command::Bench { what } => match bench::run(what) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        // --- end bench ---
         // --- memviz (issue 6) ---
         Command::Memviz {
             snapshot,

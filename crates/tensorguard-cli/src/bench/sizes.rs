@@ -1,0 +1,101 @@
+//! Byte sizes on the command line: `1KiB`, `64MiB`, `1GiB`, `4096`.
+
+/// The default sizes: powers of 4 from 1 KiB to 1 GiB (the article's and
+/// the reference script's).
+pub fn default_sizes() -> Vec<usize> {
+    (0..11).map(|k| 1024usize << (2 * k)).collect()
+}
+
+/// Parse one size. Units are powers of 1024 (`KB` is read as `KiB`, as in
+/// PyTorch's memory summaries); a plain number is bytes.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = |why: &str| {
+        format!("bench copy: `{s}` is not a size: {why}. Write sizes like `1KiB`, `64MiB`, `1GiB` or a number of bytes, separated by commas.")
+    };
+    if num.is_empty() {
+        return Err(bad("it does not start with a whole number"));
+    }
+    let n: usize = num.parse().map_err(|_| bad("the number is too large"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(bad(&format!(
+                "`{}` is not a unit (B, KiB, MiB, GiB)",
+                unit.trim()
+            )))
+        }
+    };
+    let bytes = n
+        .checked_mul(1usize << shift)
+        .ok_or_else(|| bad("it is too large"))?;
+    if bytes == 0 {
+        return Err(bad("a copy of 0 bytes measures nothing"));
+    }
+    if bytes % 4 != 0 {
+        return Err(bad(
+            "the copies use float32 tensors, so a size must be a multiple of 4 bytes",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Parse a comma-separated list, sorted and without repeats.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut v = s
+        .split(',')
+        .map(parse_size)
+        .collect::<Result<Vec<_>, _>>()?;
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+/// `1 KiB`, `64 MiB`, `1.5 GiB`, `100 B`: exact binary units when they fit.
+pub fn format_size(bytes: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (u, name) in UNITS {
+        if bytes >= u {
+            return if bytes % u == 0 {
+                format!("{} {name}", bytes / u)
+            } else {
+                format!("{:.1} {name}", bytes as f64 / u as f64)
+            };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_print() {
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert_eq!(parse_size(" 64MiB "), Ok(64 << 20));
+        assert_eq!(parse_size("1gb"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_list("64MiB,1KiB,1KiB"), Ok(vec![1024, 64 << 20]));
+        assert!(parse_size("lots")
+            .unwrap_err()
+            .contains("`lots` is not a size"));
+        assert!(parse_size("3KiX")
+            .unwrap_err()
+            .contains("`KiX` is not a unit"));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("6").unwrap_err().contains("multiple of 4"));
+        assert_eq!(default_sizes().first(), Some(&1024));
+        assert_eq!(default_sizes().last(), Some(&(1 << 30)));
+        assert_eq!(default_sizes().len(), 11);
+        assert_eq!(format_size(1024), "1 KiB");
+        assert_eq!(format_size(1 << 30), "1 GiB");
+        assert_eq!(format_size(1536), "1.5 KiB");
+        assert_eq!(format_size(12), "12 B");
+    }
+}
