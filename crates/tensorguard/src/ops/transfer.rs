@@ -276,10 +276,9 @@ fn transfer_into(
     let bytes = dst.numel() * src.dtype().size_in_bytes();
     let prof = crate::profiler::transfer_scope(op, sdev, ddev, bytes, site);
     if dir == Direction::HostToDevice && transfer::enabled() {
-        src.storage().mark_transferred();
         transfer::check_repeat(HostCopy {
             op,
-            storage: src.storage().id(),
+            storage: src.storage(),
             version: src.version(),
             offset: src.storage_offset(),
             numel: src.numel(),
@@ -309,11 +308,11 @@ fn transfer_into(
         site,
         Box::new(move || {
             let _running = timing.as_ref().map(|t| t.running());
-            let start = Instant::now();
+            let start = cell.as_ref().map(|_| Instant::now());
             let outs: [Arg<'_>; 1] = [out.as_arg()];
             let ins: [Arg<'_>; 1] = [inp.as_arg()];
             execute(&Kernel::Copy, &outs, &ins, stream, site)?;
-            if let Some(cell) = cell {
+            if let (Some(cell), Some(start)) = (cell, start) {
                 cell.add_time(start.elapsed());
             }
             Ok(())

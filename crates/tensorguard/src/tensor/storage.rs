@@ -50,9 +50,24 @@ pub(crate) struct Storage {
     /// async transfer reads or writes it): host reads and writes then wait
     /// for that work. One relaxed load on the host's hot path otherwise.
     foreign: AtomicBool,
-    /// A transfer read this storage: the repeated-copy detector forgets it
-    /// when it is dropped.
-    transferred: AtomicBool,
+    /// What of this host storage was copied to which device at which
+    /// version, and how often (the repeated-copy detector's memory; it goes
+    /// away with the storage).
+    pub(crate) copies: Mutex<SmallVec<[CopyRecord; 1]>>,
+}
+
+/// One entry of [`Storage::copies`].
+#[derive(Clone, Copy)]
+pub(crate) struct CopyRecord {
+    /// Where the copied elements start in the storage, and how many.
+    pub offset: usize,
+    pub numel: usize,
+    /// The destination.
+    pub device: Device,
+    /// The storage's version at the last copy.
+    pub version: u64,
+    /// Copies made at that version.
+    pub count: u64,
 }
 
 impl Storage {
@@ -83,19 +98,13 @@ impl Storage {
             uses: Mutex::new(Uses::default()),
             pinned,
             foreign: AtomicBool::new(false),
-            transferred: AtomicBool::new(false),
+            copies: Mutex::new(SmallVec::new()),
         }
     }
 
     /// Whether this is pinned host memory.
     pub(crate) fn is_pinned(&self) -> bool {
         self.pinned
-    }
-
-    /// Mark this storage as read by a transfer (see the repeated-copy
-    /// detector).
-    pub(crate) fn mark_transferred(&self) {
-        self.transferred.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -180,9 +189,6 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        if *self.transferred.get_mut() {
-            crate::transfer::forget_storage(self.id);
-        }
         if self.device.is_cpu() {
             // Queued transfers own the host storages they use (an `Arc`),
             // so a host block is only dropped after they ran.

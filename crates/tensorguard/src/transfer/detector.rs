@@ -13,6 +13,7 @@ use super::CopyCounts;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::memory::format_bytes;
+use crate::tensor::storage::{CopyRecord, Storage};
 
 /// What the detector does when a host tensor is copied unchanged to the
 /// same device for the [threshold](set_repeat_threshold)-th time.
@@ -64,18 +65,8 @@ pub fn set_repeat_threshold(copies: u32) {
     THRESHOLD.store(copies.max(2), Ordering::Relaxed);
 }
 
-/// What was copied: a place in a host storage, sent to a device.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Seen {
-    offset: usize,
-    numel: usize,
-    device: Device,
-}
-
 #[derive(Default)]
 struct State {
-    /// Per host storage: what of it went where, at which version, how often.
-    seen: HashMap<u64, Vec<(Seen, u64, u64)>>,
     /// Repeated copies per (call site, device).
     wasted: HashMap<(&'static Location<'static>, Device), CopyCounts>,
     warned: HashSet<&'static Location<'static>>,
@@ -84,9 +75,9 @@ struct State {
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 
 /// What the caller of [`check_repeat`] copies.
-pub(crate) struct HostCopy {
+pub(crate) struct HostCopy<'a> {
     pub op: &'static str,
-    pub storage: u64,
+    pub storage: &'a Storage,
     pub version: u64,
     pub offset: usize,
     pub numel: usize,
@@ -102,31 +93,39 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     if policy == RepeatPolicy::Off {
         return Ok(());
     }
-    let key = Seen {
-        offset: c.offset,
-        numel: c.numel,
-        device: c.device,
-    };
-    let mut st = STATE.lock();
-    let list = st.seen.entry(c.storage).or_default();
-    let count = match list.iter_mut().find(|e| e.0 == key) {
-        Some(e) if e.1 == c.version => {
-            e.2 += 1;
-            e.2
-        }
-        Some(e) => {
-            e.1 = c.version;
-            e.2 = 1;
-            1
-        }
-        None => {
-            list.push((key, c.version, 1));
-            1
+    // The storage keeps what was copied of it (no global map on this path:
+    // it runs for every host -> device copy).
+    let count = {
+        let mut list = c.storage.copies.lock();
+        match list
+            .iter_mut()
+            .find(|e| e.offset == c.offset && e.numel == c.numel && e.device == c.device)
+        {
+            Some(e) if e.version == c.version => {
+                e.count += 1;
+                e.count
+            }
+            Some(e) => {
+                e.version = c.version;
+                e.count = 1;
+                1
+            }
+            None => {
+                list.push(CopyRecord {
+                    offset: c.offset,
+                    numel: c.numel,
+                    device: c.device,
+                    version: c.version,
+                    count: 1,
+                });
+                1
+            }
         }
     };
     if count < 2 {
         return Ok(());
     }
+    let mut st = STATE.lock();
     let w = st.wasted.entry((c.site, c.device)).or_default();
     w.copies += 1;
     w.bytes += c.bytes as u64;
@@ -138,7 +137,7 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
         RepeatPolicy::Error => Err(Error::RepeatedCopy {
             op: c.op,
             device: c.device,
-            storage: c.storage,
+            storage: c.storage.id(),
             count,
             bytes: c.bytes as u64,
             wasted,
@@ -159,11 +158,6 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// A host storage is gone: forget what was copied of it.
-pub(crate) fn forget_storage(id: u64) {
-    STATE.lock().seen.remove(&id);
 }
 
 /// Repeated copies, to `device` or to any device.
@@ -189,7 +183,6 @@ pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> 
 
 pub(crate) fn reset() {
     let mut st = STATE.lock();
-    st.seen.clear();
     st.wasted.clear();
     st.warned.clear();
 }

@@ -1,6 +1,7 @@
 //! The transfer ledger: every copy counted by call site, direction, devices,
 //! pinned or not and blocking or not.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::panic::Location;
@@ -33,13 +34,18 @@ pub(crate) struct SiteCell {
     site: &'static Location<'static>,
     copies: AtomicU64,
     bytes: AtomicU64,
-    nanos: AtomicU64,
+    /// Written by the stream worker after the copy ran: on its own cache
+    /// line, away from the counters the host writes.
+    nanos: Padded,
 }
+
+#[repr(align(64))]
+struct Padded(AtomicU64);
 
 impl SiteCell {
     /// Add the time one copy took.
     pub(crate) fn add_time(&self, d: Duration) {
-        self.nanos.fetch_add(
+        self.nanos.0.fetch_add(
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
@@ -49,13 +55,55 @@ impl SiteCell {
         CopyCounts {
             copies: self.copies.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
-            time: Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+            time: Duration::from_nanos(self.nanos.0.load(Ordering::Relaxed)),
         }
     }
 }
 
 static LEDGER: LazyLock<Mutex<HashMap<Key, Arc<SiteCell>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Bumped by [`reset`]: rows cached by threads before it are stale.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Rows this thread used last (a copy in a loop finds its row here, without
+/// the global lock or hashing).
+const CACHED_ROWS: usize = 4;
+
+thread_local! {
+    static RECENT: RefCell<Vec<(u64, Key, Arc<SiteCell>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn row(key: Key, site: &'static Location<'static>) -> Arc<SiteCell> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let hit = RECENT.with(|r| {
+        r.borrow()
+            .iter()
+            .rev()
+            .find(|(g, k, _)| *g == generation && *k == key)
+            .map(|(_, _, c)| Arc::clone(c))
+    });
+    if let Some(cell) = hit {
+        return cell;
+    }
+    let cell = Arc::clone(LEDGER.lock().entry(key).or_insert_with(|| {
+        Arc::new(SiteCell {
+            site,
+            copies: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            nanos: Padded(AtomicU64::new(0)),
+        })
+    }));
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        r.retain(|(g, _, _)| *g == generation);
+        if r.len() == CACHED_ROWS {
+            r.remove(0);
+        }
+        r.push((generation, key, Arc::clone(&cell)));
+    });
+    cell
+}
 
 /// Count one copy of `bytes` from `src` to `dst` made at `site`; returns the
 /// row to add the copy's time to (`None` with the ledger off).
@@ -79,14 +127,7 @@ pub(crate) fn record(
         pinned,
         blocking,
     };
-    let cell = Arc::clone(LEDGER.lock().entry(key).or_insert_with(|| {
-        Arc::new(SiteCell {
-            site,
-            copies: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            nanos: AtomicU64::new(0),
-        })
-    }));
+    let cell = row(key, site);
     cell.copies.fetch_add(1, Ordering::Relaxed);
     cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     Some(cell)
@@ -116,10 +157,14 @@ pub fn stats_for(device: &Device) -> TransferStats {
     s
 }
 
-/// Forget every count (the ledger and the detector's memory of what was
-/// copied and which call sites were warned about).
+/// Forget every count: the ledger's rows, the detector's repeated-copy
+/// totals and which call sites it warned about. (Each live host tensor still
+/// remembers the version it was last copied at.)
 pub fn reset() {
-    LEDGER.lock().clear();
+    let mut ledger = LEDGER.lock();
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    ledger.clear();
+    drop(ledger);
     detector::reset();
 }
 

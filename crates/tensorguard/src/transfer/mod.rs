@@ -37,7 +37,7 @@ mod ledger;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub(crate) use detector::{check_repeat, forget_storage, HostCopy};
+pub(crate) use detector::{check_repeat, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
 pub(crate) use ledger::record;
 pub use ledger::{report, reset, stats, stats_for};
