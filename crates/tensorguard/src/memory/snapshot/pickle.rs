@@ -1,5 +1,7 @@
-//! The pickle form of a snapshot: written and read with `serde-pickle`
-//! (protocol 3), plus a small opcode walker that checks a pickle only uses
+//! The pickle form of a snapshot: written with `serde-pickle` (protocol 3)
+//! and read with [`unpickle`](super::unpickle) (which, unlike
+//! `serde-pickle`'s reader, accepts the shared, memoized containers of
+//! PyTorch's pickles), plus a small opcode walker that checks a pickle only uses
 //! the opcodes the unpickler of PyTorch's memory viewer (`MemoryViz.js`)
 //! accepts.
 //!
@@ -10,18 +12,28 @@
 //! above `i32::MAX` become 9-byte `LONG1`s, which the viewer decodes as
 //! `BigInt`; the snapshot types therefore write integers as `i64`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use super::MemorySnapshot;
+use super::{unpickle, MemorySnapshot};
+use crate::error::Error;
 
 /// Write `snap` as a protocol-3 pickle.
 pub(crate) fn write(w: &mut impl Write, snap: &MemorySnapshot) -> serde_pickle::Result<()> {
     serde_pickle::to_writer(w, snap, serde_pickle::SerOptions::new())
 }
 
-/// Read a pickle written by [`write`] (or PyTorch's pickles of this layout).
-pub(crate) fn read(r: impl Read) -> serde_pickle::Result<MemorySnapshot> {
-    serde_pickle::from_reader(r, serde_pickle::DeOptions::new())
+/// Read a snapshot pickle written by [`write`] or by PyTorch's
+/// `_dump_snapshot`; `what` names the file in errors, `op` the API called.
+pub(crate) fn read(op: &'static str, data: &[u8], what: &str) -> crate::Result<MemorySnapshot> {
+    let value = unpickle::decode_as(op, data, what)?;
+    unpickle::de::from_value(&value).map_err(|e| {
+        Error::invalid(
+            op,
+            format!(
+                "{what} is not a memory snapshot pickle: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot."
+            ),
+        )
+    })
 }
 
 /// The opcodes `MemoryViz.js`'s `unpickle` handles (with its protocol check
@@ -220,7 +232,7 @@ mod tests {
         write(&mut bytes, &snap).unwrap();
         let ops = walk_opcodes(&bytes).unwrap();
         assert!(ops.contains(&b'J') || ops.contains(&0x8a));
-        let back = read(&bytes[..]).unwrap();
+        let back = read("test", &bytes, "bytes").unwrap();
         assert_eq!(back, snap);
         assert_eq!(back.allocator_settings, AllocatorSettings::default());
         crate::memory::record_history(&dev, None).unwrap();
