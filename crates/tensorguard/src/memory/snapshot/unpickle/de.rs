@@ -6,7 +6,9 @@
 //! read again wherever it is referred to. Errors say where they happened
 //! (`device_traces[0][3].size: ...`).
 
+use std::cell::RefCell;
 use std::fmt;
+use std::rc::Rc;
 
 use serde::de::value::StrDeserializer;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
@@ -77,25 +79,20 @@ impl<'de> de::Deserializer<'de> for Des<'_> {
             Value::Float(f) => visitor.visit_f64(*f),
             Value::Str(s) => visitor.visit_str(s),
             Value::Bytes(b) => visitor.visit_bytes(b),
-            Value::List(l) => {
-                let items = l.borrow().clone();
-                visitor.visit_seq(Seq {
-                    items: items.into_iter(),
-                    index: 0,
-                })
-            }
-            Value::Tuple(t) => visitor.visit_seq(Seq {
-                items: t.to_vec().into_iter(),
+            Value::List(l) => visitor.visit_seq(Seq {
+                items: Items::List(Rc::clone(l)),
                 index: 0,
             }),
-            Value::Dict(d) => {
-                let entries = d.borrow().clone();
-                visitor.visit_map(Map {
-                    entries: entries.into_iter(),
-                    value: None,
-                    key: String::new(),
-                })
-            }
+            Value::Tuple(t) => visitor.visit_seq(Seq {
+                items: Items::Tuple(Rc::clone(t)),
+                index: 0,
+            }),
+            Value::Dict(d) => visitor.visit_map(Map {
+                entries: Rc::clone(d),
+                index: 0,
+                value: None,
+                key: Rc::from(""),
+            }),
         }
     }
 
@@ -136,8 +133,31 @@ impl<'de> de::Deserializer<'de> for Des<'_> {
     }
 }
 
+/// The items of a list or tuple, read one at a time (a list is borrowed
+/// only while one item is cloned, an `Rc` increment for containers).
+enum Items {
+    List(Rc<RefCell<Vec<Value>>>),
+    Tuple(Rc<[Value]>),
+}
+
+impl Items {
+    fn get(&self, i: usize) -> Option<Value> {
+        match self {
+            Items::List(l) => l.borrow().get(i).cloned(),
+            Items::Tuple(t) => t.get(i).cloned(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Items::List(l) => l.borrow().len(),
+            Items::Tuple(t) => t.len(),
+        }
+    }
+}
+
 struct Seq {
-    items: std::vec::IntoIter<Value>,
+    items: Items,
     index: usize,
 }
 
@@ -148,7 +168,7 @@ impl<'de> de::SeqAccess<'de> for Seq {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, DeError> {
-        let Some(item) = self.items.next() else {
+        let Some(item) = self.items.get(self.index) else {
             return Ok(None);
         };
         let i = self.index;
@@ -159,28 +179,30 @@ impl<'de> de::SeqAccess<'de> for Seq {
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.items.len())
+        Some(self.items.len().saturating_sub(self.index))
     }
 }
 
 struct Map {
-    entries: std::vec::IntoIter<(Value, Value)>,
+    entries: Rc<RefCell<Vec<(Value, Value)>>>,
+    index: usize,
     value: Option<Value>,
-    key: String,
+    key: Rc<str>,
 }
 
 /// A dict key as text: `str` keys as they are, others as Python prints
 /// them (`1`, `True`, ...), as JSON stores them.
-fn key_text(k: &Value) -> String {
-    match k {
-        Value::Str(s) => s.to_string(),
+fn key_text(k: &Value) -> Rc<str> {
+    let text = match k {
+        Value::Str(s) => return Rc::clone(s),
         Value::None => "None".to_owned(),
         Value::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
         Value::Int(i) => i.to_string(),
         Value::UInt(u) => u.to_string(),
         Value::Float(f) => f.to_string(),
         other => format!("<{}>", other.type_name()),
-    }
+    };
+    text.into()
 }
 
 impl<'de> de::MapAccess<'de> for Map {
@@ -190,12 +212,17 @@ impl<'de> de::MapAccess<'de> for Map {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
-        let Some((k, v)) = self.entries.next() else {
-            return Ok(None);
+        let (key, value) = {
+            let entries = self.entries.borrow();
+            let Some((k, v)) = entries.get(self.index) else {
+                return Ok(None);
+            };
+            (key_text(k), v.clone())
         };
-        self.key = key_text(&k);
-        self.value = Some(v);
-        let key: StrDeserializer<'_, DeError> = self.key.as_str().into_deserializer();
+        self.index += 1;
+        self.key = key;
+        self.value = Some(value);
+        let key: StrDeserializer<'_, DeError> = (*self.key).into_deserializer();
         seed.deserialize(key).map(Some)
     }
 
@@ -204,11 +231,11 @@ impl<'de> de::MapAccess<'de> for Map {
             <DeError as de::Error>::custom("a value was asked for before its key")
         })?;
         let key = &self.key;
-        seed.deserialize(Des(&v)).map_err(|e| e.at(key.clone()))
+        seed.deserialize(Des(&v)).map_err(|e| e.at(key.to_string()))
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.entries.len())
+        Some(self.entries.borrow().len().saturating_sub(self.index))
     }
 }
 

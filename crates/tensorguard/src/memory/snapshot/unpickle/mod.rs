@@ -12,6 +12,31 @@
 //! is imported or called), so an unknown field holding one does not stop a
 //! snapshot from loading.
 //!
+//! Exported as `tensorguard::memory::snapshot_pickle` for tools that read
+//! snapshot files their own way (`tensorguard memviz` builds its analysis
+//! model from [`Value`]); most code wants
+//! [`read_snapshot`](crate::memory::read_snapshot) instead.
+//!
+//! ```
+//! use tensorguard::memory::snapshot_pickle::{decode, Value};
+//! use std::rc::Rc;
+//!
+//! // f = {'filename': 'a.py', 'line': 3, 'name': 'f'}
+//! // pickle.dumps({'device_traces': [[{'action': 'alloc', 'frames': [f]},
+//! //                                  {'action': 'free_requested', 'frames': [f]}]]})
+//! let data = b"\x80\x04\x95\x84\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\rdevice_traces\x94]\x94]\x94(}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x06frames\x94]\x94}\x94(\x8c\x08filename\x94\x8c\x04a.py\x94\x8c\x04line\x94K\x03\x8c\x04name\x94\x8c\x01f\x94uau}\x94(h\x05\x8c\x0efree_requested\x94h\x07]\x94h\taueas.";
+//! let v = decode(data, "example.pickle")?;
+//! let trace = v.get("device_traces").and_then(|t| t.items()).unwrap()[0].items().unwrap();
+//! let frame = |e: &Value| e.get("frames").and_then(|f| f.items()).unwrap()[0].clone();
+//! // the second entry's frame is the same dict as the first one's (a BINGET)
+//! match (frame(&trace[0]), frame(&trace[1])) {
+//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(&a, &b)),
+//!     _ => unreachable!(),
+//! }
+//! assert_eq!(frame(&trace[1]).get("line").and_then(|l| l.as_int()), Some(3));
+//! # Ok::<(), tensorguard::Error>(())
+//! ```
+//!
 //! [`MemorySnapshot::load`]: crate::memory::MemorySnapshot::load
 
 pub(crate) mod de;

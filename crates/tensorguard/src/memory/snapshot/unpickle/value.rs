@@ -34,6 +34,7 @@ pub enum Value {
 impl Value {
     /// The value of key `key` if `self` is a dict with a `str` key `key`
     /// (the last one if the pickle set it twice).
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Value> {
         match self {
             Value::Dict(d) => d.borrow().iter().rev().find_map(|(k, v)| match k {
@@ -45,6 +46,7 @@ impl Value {
     }
 
     /// The integer, if `self` is an int (or a bool, like Python).
+    #[inline]
     pub fn as_int(&self) -> Option<i128> {
         match self {
             Value::Int(i) => Some(i128::from(*i)),
@@ -56,6 +58,7 @@ impl Value {
     }
 
     /// The string, if `self` is a `str`.
+    #[inline]
     pub fn as_str(&self) -> Option<&Rc<str>> {
         match self {
             Value::Str(s) => Some(s),
@@ -64,6 +67,7 @@ impl Value {
     }
 
     /// The items, if `self` is a list or a tuple.
+    #[inline]
     pub fn items(&self) -> Option<Vec<Value>> {
         match self {
             Value::List(l) => Some(l.borrow().clone()),
@@ -73,6 +77,7 @@ impl Value {
     }
 
     /// Python's name for the value's type, for error messages.
+    #[inline]
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "None",
