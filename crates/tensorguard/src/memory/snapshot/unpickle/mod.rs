@@ -43,6 +43,7 @@ pub(crate) mod de;
 mod value;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 pub use value::Value;
@@ -91,7 +92,15 @@ struct Reader<'a> {
     pos: usize,
     what: &'a str,
     api: &'static str,
+    /// Short strings seen so far, shared: pickles that do not memoize
+    /// (`serde-pickle`'s, so the ones `dump_snapshot` writes) repeat every
+    /// dict key and file name, and one `Rc<str>` each saves an allocation
+    /// per repeat.
+    strings: HashMap<&'a [u8], Rc<str>>,
 }
+
+/// Strings up to this many bytes are shared by [`Reader::string`].
+const SHARED_STRING_MAX: usize = 256;
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, op: u8) -> Result<&'a [u8]> {
@@ -141,8 +150,19 @@ impl<'a> Reader<'a> {
     }
     fn string(&mut self, n: usize, op: u8) -> Result<Value> {
         let b = self.take(n, op)?;
+        if n <= SHARED_STRING_MAX {
+            if let Some(s) = self.strings.get(b) {
+                return Ok(Value::Str(Rc::clone(s)));
+            }
+        }
         match std::str::from_utf8(b) {
-            Ok(s) => Ok(Value::Str(s.into())),
+            Ok(s) => {
+                let s: Rc<str> = s.into();
+                if n <= SHARED_STRING_MAX {
+                    self.strings.insert(b, Rc::clone(&s));
+                }
+                Ok(Value::Str(s))
+            }
             Err(_) => Err(self.corrupt(op, "a string that is not valid UTF-8")),
         }
     }
@@ -190,6 +210,7 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
         pos: 0,
         what,
         api,
+        strings: HashMap::new(),
     };
     let mut stack: Vec<Value> = Vec::with_capacity(64);
     let mut marks: Vec<usize> = Vec::new();
