@@ -66,6 +66,9 @@ fn dump(c: &mut Criterion) {
         b.iter(|| memory::dump_snapshot(&cpu, &json).unwrap())
     });
     g.finish();
+    // the files, also when a filter skipped the dump benchmarks
+    memory::dump_snapshot(&cpu, &pickle).unwrap();
+    memory::dump_snapshot(&cpu, &json).unwrap();
     let mut g = c.benchmark_group("read_snapshot_1m_events");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
