@@ -1,6 +1,7 @@
 //! Memory history benchmarks (issue 6): the cost of recording on an
 //! allocate+free pair (history off vs on, call-site stacks), and
-//! `dump_snapshot` of a history of 1,000,000 events as a pickle and as JSON.
+//! `dump_snapshot` of a history of 1,000,000 events as a pickle and as JSON,
+//! and `read_snapshot` of those files.
 //!
 //! Run: `cargo bench -p tensorguard --bench snapshot -- --noplot`.
 
@@ -63,6 +64,20 @@ fn dump(c: &mut Criterion) {
     });
     g.bench_function("json", |b| {
         b.iter(|| memory::dump_snapshot(&cpu, &json).unwrap())
+    });
+    g.finish();
+    // the files, also when a filter skipped the dump benchmarks
+    memory::dump_snapshot(&cpu, &pickle).unwrap();
+    memory::dump_snapshot(&cpu, &json).unwrap();
+    let mut g = c.benchmark_group("read_snapshot_1m_events");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10));
+    g.bench_function("pickle", |b| {
+        b.iter(|| black_box(memory::read_snapshot(&pickle).unwrap()))
+    });
+    g.bench_function("json", |b| {
+        b.iter(|| black_box(memory::read_snapshot(&json).unwrap()))
     });
     g.finish();
     memory::record_history(&cpu, None).unwrap();

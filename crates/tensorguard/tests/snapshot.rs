@@ -343,11 +343,30 @@ fn a_snapshot_recorded_by_pytorch_on_a_gpu_reads_back() -> Result<()> {
     assert_eq!(snap.segments.len(), 7);
     let reserved: u64 = snap.segments.iter().map(|s| s.total_size).sum();
     assert_eq!(reserved, 102 * MIB as u64);
+    // `allocated_size` counts whole blocks (87,613,952 bytes as Python's
+    // pickle reads the file); `_memory_viz stats` prints "total_allocated:
+    // 83.0MiB", which is the bytes *requested* by the allocated blocks.
     let allocated: u64 = snap.segments.iter().map(|s| s.allocated_size).sum();
-    assert_eq!(allocated, 83 * MIB as u64);
+    assert_eq!(allocated, 87_613_952);
+    let requested: u64 = snap
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| b.requested_size)
+        .sum();
+    assert_eq!(requested, 87_029_588);
+    assert_eq!(format!("{:.1}", requested as f64 / MIB as f64), "83.0");
+    // PyTorch writes `segment_pool_id` as a tuple: (0, 0) outside graph pools.
+    assert!(snap.segments.iter().all(|s| s.segment_pool_id == (0, 0)));
     let trace = &snap.device_traces[0];
     assert_eq!(trace.len(), 122);
-    assert!(trace.iter().any(|e| e.action == Action::Oom));
+    // the oom entry has `device_free` and no `addr`
+    let oom: Vec<_> = trace.iter().filter(|e| e.action == Action::Oom).collect();
+    assert_eq!(oom.len(), 1);
+    assert_eq!(oom[0].addr, None);
+    assert_eq!(oom[0].device_free, Some(149_351_956_480));
+    assert_eq!(oom[0].size, 35_184_372_088_832);
     assert!(trace.iter().any(|e| e
         .frames
         .iter()

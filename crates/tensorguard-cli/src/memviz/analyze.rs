@@ -465,7 +465,7 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memviz::pickle::Value;
+    use tensorguard::memory::snapshot_pickle::Value;
 
     fn snap(json: &str) -> Snapshot {
         let v = Value::from_json(serde_json::from_str(json).unwrap());

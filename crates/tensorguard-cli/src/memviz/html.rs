@@ -277,7 +277,7 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memviz::pickle::Value;
+    use tensorguard::memory::snapshot_pickle::Value;
 
     #[test]
     fn bands_above_a_freed_allocation_move_down() {

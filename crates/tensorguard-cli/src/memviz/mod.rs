@@ -22,7 +22,6 @@
 pub mod analyze;
 pub mod html;
 pub mod model;
-pub mod pickle;
 pub mod png;
 pub mod report;
 
@@ -31,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use analyze::{analyze, Timeline};
 use model::Snapshot;
+use tensorguard::memory::snapshot_pickle;
 
 /// A memviz failure, with a message that says what was expected and what to do.
 #[derive(Debug, Clone)]
@@ -52,6 +52,18 @@ impl fmt::Display for MemvizError {
 }
 
 impl std::error::Error for MemvizError {}
+
+/// The library's errors (e.g. from the pickle decoder) keep their message;
+/// the op prefix (`memory::snapshot_pickle::decode: `) is dropped, since
+/// the message already names the file and what to do.
+impl From<tensorguard::Error> for MemvizError {
+    fn from(e: tensorguard::Error) -> MemvizError {
+        match e {
+            tensorguard::Error::InvalidArgument { message, .. } => MemvizError::new(message),
+            other => MemvizError::new(other.to_string()),
+        }
+    }
+}
 
 /// What `tensorguard memviz` should do.
 #[derive(Debug, Clone)]
@@ -99,9 +111,9 @@ pub fn load(path: &Path) -> Result<Snapshot, MemvizError> {
                  torch.cuda.memory._dump_snapshot."
             ))
         })?;
-        pickle::Value::from_json(v)
+        snapshot_pickle::Value::from_json(v)
     } else {
-        pickle::decode(&data, &what)?
+        snapshot_pickle::decode(&data, &what)?
     };
     Snapshot::from_value(&value, &what)
 }

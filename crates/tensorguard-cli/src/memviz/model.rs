@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::pickle::Value;
 use super::MemvizError;
+use tensorguard::memory::snapshot_pickle::Value;
 
 /// One stack frame (`{filename, line, name}`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

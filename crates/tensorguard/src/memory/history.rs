@@ -86,6 +86,15 @@ pub enum Action {
     Oom,
     /// A snapshot was taken (`size` = bytes in active blocks).
     Snapshot,
+    /// Read from PyTorch's snapshots (not recorded here): pages of an
+    /// expandable segment were mapped.
+    SegmentMap,
+    /// Read from PyTorch's snapshots (not recorded here): pages of an
+    /// expandable segment were unmapped.
+    SegmentUnmap,
+    /// Read from PyTorch's snapshots (not recorded here): metadata was
+    /// attached to a live allocation (`_annotate_tensor`).
+    Annotate,
 }
 
 impl Action {
@@ -99,6 +108,9 @@ impl Action {
             Action::SegmentFree => "segment_free",
             Action::Oom => "oom",
             Action::Snapshot => "snapshot",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Annotate => "annotate",
         }
     }
 }

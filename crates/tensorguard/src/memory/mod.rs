@@ -40,6 +40,8 @@ pub use snapshot::{
     Frame, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
+// the one pickle decoder (read_snapshot and `tensorguard memviz`)
+pub use snapshot::unpickle as snapshot_pickle;
 
 use crate::device::backend::backend;
 use crate::device::{current_stream_id, Device, StreamId};

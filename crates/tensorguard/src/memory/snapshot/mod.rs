@@ -6,12 +6,13 @@
 //! as JSON.
 
 pub(crate) mod pickle;
+pub mod unpickle;
 
 pub use pickle::check_viewer_pickle;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::panic::Location;
 use std::path::Path;
 
@@ -67,8 +68,10 @@ pub struct TraceEntry {
     #[serde(serialize_with = "int")]
     pub size: u64,
     /// Stream number.
+    #[serde(default)]
     pub stream: u32,
     /// Wall-clock time in microseconds since the Unix epoch.
+    #[serde(default)]
     pub time_us: i64,
     /// Innermost first; empty when recorded without stacks.
     #[serde(default)]
@@ -81,7 +84,10 @@ pub struct TraceEntry {
 pub enum BlockState {
     /// In use by a tensor.
     ActiveAllocated,
-    /// Freed by its tensor, waiting for other streams that still use it.
+    /// Freed by its tensor, waiting for other streams that still use it
+    /// (PyTorch's documentation calls it `active_awaiting_free`, which is
+    /// read as this too).
+    #[serde(alias = "active_awaiting_free")]
     ActivePendingFree,
     /// Cached and free.
     Inactive,
@@ -107,7 +113,7 @@ pub struct SnapshotBlock {
     #[serde(serialize_with = "int")]
     pub size: u64,
     /// Bytes requested (0 for inactive blocks).
-    #[serde(serialize_with = "int")]
+    #[serde(default, serialize_with = "int")]
     pub requested_size: u64,
     /// Allocated, pending free, or inactive.
     pub state: BlockState,
@@ -128,21 +134,25 @@ pub struct SnapshotSegment {
     #[serde(serialize_with = "int")]
     pub total_size: u64,
     /// Bytes of `active_allocated` blocks.
-    #[serde(serialize_with = "int")]
+    #[serde(default, serialize_with = "int")]
     pub allocated_size: u64,
     /// Bytes of active blocks (allocated or pending free).
-    #[serde(serialize_with = "int")]
+    #[serde(default, serialize_with = "int")]
     pub active_size: u64,
     /// Bytes requested by the active blocks.
-    #[serde(serialize_with = "int")]
+    #[serde(default, serialize_with = "int")]
     pub requested_size: u64,
     /// Stream of the segment.
+    #[serde(default)]
     pub stream: u32,
     /// `small` or `large`.
     pub segment_type: SegmentType,
-    /// Private pool id; `(0, 0)` (no private pools here).
+    /// Private pool id (a tuple in PyTorch's pickles); `(0, 0)` (no
+    /// private pools here).
+    #[serde(default)]
     pub segment_pool_id: (i64, i64),
-    /// Always false (no expandable segments here).
+    /// Always false here (no expandable segments); PyTorch's may be true.
+    #[serde(default)]
     pub is_expandable: bool,
     /// Frames of the segment's allocation (not tracked: empty, as PyTorch
     /// without context).
@@ -153,8 +163,10 @@ pub struct SnapshotSegment {
 }
 
 /// The allocator's configuration, with PyTorch's keys and this allocator's
-/// values (it implements PyTorch's defaults).
+/// values (it implements PyTorch's defaults). When read, keys a PyTorch
+/// version does not write take these defaults and keys it adds are ignored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AllocatorSettings {
     /// The configuration string (empty: defaults).
     #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF")]
@@ -197,8 +209,10 @@ pub struct MemorySnapshot {
     pub segments: Vec<SnapshotSegment>,
     /// Events per device index (PyTorch's list of lists): the device's own
     /// index holds its events, the others are empty.
+    #[serde(default)]
     pub device_traces: Vec<Vec<TraceEntry>>,
-    /// The allocator settings.
+    /// The allocator settings (PyTorch's defaults when the file has none).
+    #[serde(default)]
     pub allocator_settings: AllocatorSettings,
 }
 
@@ -345,9 +359,14 @@ impl MemorySnapshot {
             })
     }
 
-    /// Read a snapshot written by [`save`](Self::save) (or by PyTorch, as
-    /// long as it has the keys of this layout): JSON when `path` ends in
-    /// `.json`, a pickle otherwise.
+    /// Read a snapshot written by [`save`](Self::save) or by PyTorch's
+    /// `torch.cuda.memory._dump_snapshot`: JSON when `path` ends in `.json`,
+    /// a pickle otherwise (decoded with [`snapshot_pickle`](crate::memory::snapshot_pickle),
+    /// which accepts the shared containers PyTorch's pickler writes). Keys
+    /// this layout does not have (`compile_context`, `user_metadata`, ...)
+    /// are ignored; keys older PyTorch versions do not write
+    /// (`requested_size`, `time_us`, `allocator_settings`, ...) default to 0,
+    /// empty or PyTorch's default settings.
     pub fn load(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
         let path = path.as_ref();
         let op = "memory::read_snapshot";
@@ -357,24 +376,29 @@ impl MemorySnapshot {
                 format!("could not open {}: {e}. Check the path.", path.display()),
             )
         })?;
-        let r = BufReader::with_capacity(1 << 20, file);
-        let (kind, read) = if is_json(path) {
-            (
-                "JSON",
-                serde_json::from_reader(r).map_err(|e| e.to_string()),
-            )
-        } else {
-            ("pickle", pickle::read(r).map_err(|e| e.to_string()))
-        };
-        read.map_err(|e| {
+        if is_json(path) {
+            let r = BufReader::with_capacity(1 << 20, file);
+            return serde_json::from_reader(r).map_err(|e| {
+                Error::invalid(
+                    op,
+                    format!(
+                        "{} is not a memory snapshot JSON: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot (JSON files must end in .json).",
+                        path.display()
+                    ),
+                )
+            });
+        }
+        let mut data = Vec::new();
+        (&file).read_to_end(&mut data).map_err(|e| {
             Error::invalid(
                 op,
                 format!(
-                    "{} is not a memory snapshot {kind}: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot (JSON files must end in .json).",
+                    "could not read {}: {e}. Check that the file is readable.",
                     path.display()
                 ),
             )
-        })
+        })?;
+        pickle::read(op, &data, &path.display().to_string())
     }
 }
 

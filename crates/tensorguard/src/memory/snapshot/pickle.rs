@@ -1,5 +1,7 @@
-//! The pickle form of a snapshot: written and read with `serde-pickle`
-//! (protocol 3), plus a small opcode walker that checks a pickle only uses
+//! The pickle form of a snapshot: written with `serde-pickle` (protocol 3)
+//! and read with [`unpickle`](super::unpickle) (which, unlike
+//! `serde-pickle`'s reader, accepts the shared, memoized containers of
+//! PyTorch's pickles), plus a small opcode walker that checks a pickle only uses
 //! the opcodes the unpickler of PyTorch's memory viewer (`MemoryViz.js`)
 //! accepts.
 //!
@@ -10,18 +12,28 @@
 //! above `i32::MAX` become 9-byte `LONG1`s, which the viewer decodes as
 //! `BigInt`; the snapshot types therefore write integers as `i64`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use super::MemorySnapshot;
+use super::{unpickle, MemorySnapshot};
+use crate::error::Error;
 
 /// Write `snap` as a protocol-3 pickle.
 pub(crate) fn write(w: &mut impl Write, snap: &MemorySnapshot) -> serde_pickle::Result<()> {
     serde_pickle::to_writer(w, snap, serde_pickle::SerOptions::new())
 }
 
-/// Read a pickle written by [`write`] (or PyTorch's pickles of this layout).
-pub(crate) fn read(r: impl Read) -> serde_pickle::Result<MemorySnapshot> {
-    serde_pickle::from_reader(r, serde_pickle::DeOptions::new())
+/// Read a snapshot pickle written by [`write`] or by PyTorch's
+/// `_dump_snapshot`; `what` names the file in errors, `op` the API called.
+pub(crate) fn read(op: &'static str, data: &[u8], what: &str) -> crate::Result<MemorySnapshot> {
+    let value = unpickle::decode_as(op, data, what)?;
+    unpickle::de::from_value(&value).map_err(|e| {
+        Error::invalid(
+            op,
+            format!(
+                "{what} is not a memory snapshot pickle: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot."
+            ),
+        )
+    })
 }
 
 /// The opcodes `MemoryViz.js`'s `unpickle` handles (with its protocol check
@@ -177,7 +189,8 @@ pub fn check_viewer_pickle(data: &[u8]) -> crate::Result<Vec<&'static str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{snapshot, AllocatorSettings, HistoryOptions};
+    use crate::memory::snapshot::Frame;
+    use crate::memory::{snapshot, Action, AllocatorSettings, HistoryOptions};
     use crate::{DType, Device, Tensor};
 
     #[test]
@@ -220,9 +233,78 @@ mod tests {
         write(&mut bytes, &snap).unwrap();
         let ops = walk_opcodes(&bytes).unwrap();
         assert!(ops.contains(&b'J') || ops.contains(&0x8a));
-        let back = read(&bytes[..]).unwrap();
+        let back = read("test", &bytes, "bytes").unwrap();
         assert_eq!(back, snap);
         assert_eq!(back.allocator_settings, AllocatorSettings::default());
         crate::memory::record_history(&dev, None).unwrap();
+    }
+
+    /// A snapshot laid out as PyTorch writes it, made with Python's
+    /// `pickle.dumps` (protocol 4): one frame dict shared by a block and two
+    /// trace entries (memoized, then `BINGET`), keys this layout lacks
+    /// (`fx_node_op`, `pool_id`, `user_metadata`, `compile_context`,
+    /// `external_annotations`), keys older versions lack (blocks'
+    /// `requested_size`, segments' `requested_size`/`is_expandable`/`frames`,
+    /// entries' `time_us`, `allocator_settings`), `segment_pool_id` as a
+    /// tuple and the `segment_map`/`annotate` actions.
+    const PYTORCH_STYLE_HEX: &str = concat!(
+        "8004955d020000000000007d94288c087365676d656e7473945d947d94288c06646576696365944b008c0761",
+        "646472657373948a060000000000018c0a746f74616c5f73697a65944a000020008c0e616c6c6f6361746564",
+        "5f73697a65944d00028c0b6163746976655f73697a65944d00028c0673747265616d944b008c0c7365676d65",
+        "6e745f74797065948c05736d616c6c948c0f7365676d656e745f706f6f6c5f6964944b004b0086948c06626c",
+        "6f636b73945d94287d942868058a060000000000018c0473697a65944d00028c057374617465948c10616374",
+        "6976655f616c6c6f6361746564948c066672616d6573945d947d94288c0866696c656e616d65948c08747261",
+        "696e2e7079948c046c696e65944b078c046e616d65948c0473746570948c0a66785f6e6f64655f6f70948c0d",
+        "63616c6c5f66756e6374696f6e947561757d942868058a0600020000000168114a00fe1f0068128c08696e61",
+        "63746976659468145d94756575618c0d6465766963655f747261636573945d945d94287d94288c0661637469",
+        "6f6e948c0b7365676d656e745f6d6170948c0461646472948a0600000000000168114a0000200068094b0068",
+        "145d946816618c07706f6f6c5f696494680d757d942868258c05616c6c6f639468278a060000000000016811",
+        "4df40168094b0068145d946816618c0d757365725f6d65746164617461948c00948c0f636f6d70696c655f63",
+        "6f6e74657874948c034e2f4194757d942868258c08616e6e6f746174659468278a0600000000000168114b00",
+        "68094b0068145d94682d8c0178947565618c1465787465726e616c5f616e6e6f746174696f6e73945d94752e",
+    );
+
+    #[test]
+    fn reads_pytorch_pickles_with_shared_frames_and_missing_optional_keys() {
+        let bytes: Vec<u8> = (0..PYTORCH_STYLE_HEX.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&PYTORCH_STYLE_HEX[i..i + 2], 16).unwrap())
+            .collect();
+        let snap = read("test", &bytes, "pytorch_style.pickle").unwrap();
+        let seg = &snap.segments[0];
+        assert_eq!(seg.address, 1 << 40);
+        assert_eq!(seg.segment_pool_id, (0, 0));
+        assert_eq!((seg.requested_size, seg.is_expandable), (0, false));
+        let frame = Frame {
+            filename: "train.py".into(),
+            line: 7,
+            name: "step".into(),
+        };
+        assert_eq!(seg.blocks[0].frames, std::slice::from_ref(&frame));
+        assert_eq!(seg.blocks[0].requested_size, 0);
+        assert_eq!(seg.blocks[1].state, crate::memory::BlockState::Inactive);
+        let trace = &snap.device_traces[0];
+        let actions: Vec<_> = trace.iter().map(|e| e.action).collect();
+        assert_eq!(
+            actions,
+            [Action::SegmentMap, Action::Alloc, Action::Annotate]
+        );
+        assert_eq!(trace[1].frames, [frame]);
+        assert_eq!((trace[1].size, trace[1].time_us), (500, 0));
+        assert_eq!(snap.allocator_settings, AllocatorSettings::default());
+
+        // cut anywhere: an error naming the file, never a panic
+        for cut in [1, 20, bytes.len() / 2, bytes.len() - 1] {
+            let err = read("test", &bytes[..cut], "cut.pickle").unwrap_err();
+            assert!(err.to_string().contains("cut.pickle"), "{err}");
+        }
+        // a pickle of something else: the error says which key is wrong
+        let err = read("test", &[0x80, 4, b'}', b'.'], "empty_dict.pickle").unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "empty_dict.pickle is not a memory snapshot pickle: missing field `segments`"
+            ),
+            "{err}"
+        );
     }
 }

@@ -1,127 +1,57 @@
 //! A decoder for Python pickles (protocols 2 to 5, the binary opcodes that
-//! `pickle.dump` writes for dicts, lists, tuples, strings and numbers).
+//! `pickle.dump` writes for dicts, lists, tuples, strings and numbers), the
+//! one reader of memory-snapshot pickles: [`MemorySnapshot::load`] and
+//! `tensorguard memviz` both decode with it.
 //!
 //! Containers are shared like Python objects: a memoized list that is filled
 //! after being memoized (pickle's order for every container) is the same
-//! list wherever a `BINGET` refers to it. Class instances (`GLOBAL` +
-//! `REDUCE`/`NEWOBJ`/`BUILD`) are kept as opaque [`Value::Object`]s, so an
-//! unknown field holding one does not stop the snapshot from loading.
+//! list wherever a `BINGET` refers to it. PyTorch's `_dump_snapshot` relies
+//! on this: its frame dicts are memoized once and referred to from every
+//! trace entry that has the same stack. Class instances (`GLOBAL` +
+//! `REDUCE`/`NEWOBJ`/`BUILD`) are kept as opaque [`Value::Object`]s (nothing
+//! is imported or called), so an unknown field holding one does not stop a
+//! snapshot from loading.
+//!
+//! Exported as `tensorguard::memory::snapshot_pickle` for tools that read
+//! snapshot files their own way (`tensorguard memviz` builds its analysis
+//! model from [`Value`]); most code wants
+//! [`read_snapshot`](crate::memory::read_snapshot) instead.
+//!
+//! ```
+//! use tensorguard::memory::snapshot_pickle::{decode, Value};
+//! use std::rc::Rc;
+//!
+//! // f = {'filename': 'a.py', 'line': 3, 'name': 'f'}
+//! // pickle.dumps({'device_traces': [[{'action': 'alloc', 'frames': [f]},
+//! //                                  {'action': 'free_requested', 'frames': [f]}]]})
+//! let data = b"\x80\x04\x95\x84\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\rdevice_traces\x94]\x94]\x94(}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x06frames\x94]\x94}\x94(\x8c\x08filename\x94\x8c\x04a.py\x94\x8c\x04line\x94K\x03\x8c\x04name\x94\x8c\x01f\x94uau}\x94(h\x05\x8c\x0efree_requested\x94h\x07]\x94h\taueas.";
+//! let v = decode(data, "example.pickle")?;
+//! let trace = v.get("device_traces").and_then(|t| t.items()).unwrap()[0].items().unwrap();
+//! let frame = |e: &Value| e.get("frames").and_then(|f| f.items()).unwrap()[0].clone();
+//! // the second entry's frame is the same dict as the first one's (a BINGET)
+//! match (frame(&trace[0]), frame(&trace[1])) {
+//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(&a, &b)),
+//!     _ => unreachable!(),
+//! }
+//! assert_eq!(frame(&trace[1]).get("line").and_then(|l| l.as_int()), Some(3));
+//! # Ok::<(), tensorguard::Error>(())
+//! ```
+//!
+//! [`MemorySnapshot::load`]: crate::memory::MemorySnapshot::load
+
+pub(crate) mod de;
+mod value;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::MemvizError;
+pub use value::Value;
 
-/// A decoded Python value.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// `None`.
-    None,
-    /// `True` / `False`.
-    Bool(bool),
-    /// An `int` that fits in `i64`.
-    Int(i64),
-    /// An `int` above `i64::MAX` that fits in `u64` (e.g. a high address).
-    UInt(u64),
-    /// A `float`.
-    Float(f64),
-    /// A `str`.
-    Str(Rc<str>),
-    /// `bytes` or `bytearray`.
-    Bytes(Rc<[u8]>),
-    /// A `list` (also used for `set` and `frozenset`).
-    List(Rc<RefCell<Vec<Value>>>),
-    /// A `tuple`.
-    Tuple(Rc<[Value]>),
-    /// A `dict`, entries in insertion order.
-    Dict(Rc<RefCell<Vec<(Value, Value)>>>),
-    /// Anything else (a class instance, a too-large int), by a short description.
-    Object(Rc<str>),
-}
+use crate::error::{Error, Result};
 
-impl Value {
-    /// The value of key `key` if `self` is a dict with a `str` key `key`
-    /// (the last one if the pickle set it twice).
-    pub fn get(&self, key: &str) -> Option<Value> {
-        match self {
-            Value::Dict(d) => d.borrow().iter().rev().find_map(|(k, v)| match k {
-                Value::Str(s) if &**s == key => Some(v.clone()),
-                _ => None,
-            }),
-            _ => None,
-        }
-    }
-
-    /// The integer, if `self` is an int (or a bool, like Python).
-    pub fn as_int(&self) -> Option<i128> {
-        match self {
-            Value::Int(i) => Some(i128::from(*i)),
-            Value::UInt(u) => Some(i128::from(*u)),
-            Value::Bool(b) => Some(i128::from(*b)),
-            Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i128),
-            _ => None,
-        }
-    }
-
-    /// The string, if `self` is a `str`.
-    pub fn as_str(&self) -> Option<&Rc<str>> {
-        match self {
-            Value::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The items, if `self` is a list or a tuple.
-    pub fn items(&self) -> Option<Vec<Value>> {
-        match self {
-            Value::List(l) => Some(l.borrow().clone()),
-            Value::Tuple(t) => Some(t.to_vec()),
-            _ => None,
-        }
-    }
-
-    /// Python's name for the value's type, for error messages.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::None => "None",
-            Value::Bool(_) => "bool",
-            Value::Int(_) | Value::UInt(_) => "int",
-            Value::Float(_) => "float",
-            Value::Str(_) => "str",
-            Value::Bytes(_) => "bytes",
-            Value::List(_) => "list",
-            Value::Tuple(_) => "tuple",
-            Value::Dict(_) => "dict",
-            Value::Object(_) => "object",
-        }
-    }
-
-    /// Converts a JSON value (a `.json` snapshot) into the same representation.
-    pub fn from_json(v: serde_json::Value) -> Value {
-        match v {
-            serde_json::Value::Null => Value::None,
-            serde_json::Value::Bool(b) => Value::Bool(b),
-            serde_json::Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Value::Int(i)
-                } else if let Some(u) = n.as_u64() {
-                    Value::UInt(u)
-                } else {
-                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
-            serde_json::Value::String(s) => Value::Str(s.into()),
-            serde_json::Value::Array(a) => Value::List(Rc::new(RefCell::new(
-                a.into_iter().map(Value::from_json).collect(),
-            ))),
-            serde_json::Value::Object(o) => Value::Dict(Rc::new(RefCell::new(
-                o.into_iter()
-                    .map(|(k, v)| (Value::Str(k.into()), Value::from_json(v)))
-                    .collect(),
-            ))),
-        }
-    }
-}
+/// The op named in the errors of [`decode`].
+const DECODE_OP: &str = "memory::snapshot_pickle::decode";
 
 fn op_name(op: u8) -> String {
     let name = match op {
@@ -161,10 +91,19 @@ struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
     what: &'a str,
+    api: &'static str,
+    /// Short strings seen so far, shared: pickles that do not memoize
+    /// (`serde-pickle`'s, so the ones `dump_snapshot` writes) repeat every
+    /// dict key and file name, and one `Rc<str>` each saves an allocation
+    /// per repeat.
+    strings: HashMap<&'a [u8], Rc<str>>,
 }
 
+/// Strings up to this many bytes are shared by [`Reader::string`].
+const SHARED_STRING_MAX: usize = 256;
+
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, op: u8) -> Result<&'a [u8], MemvizError> {
+    fn take(&mut self, n: usize, op: u8) -> Result<&'a [u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
         match end {
             Some(end) => {
@@ -172,7 +111,7 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(MemvizError::new(format!(
+            None => Err(Error::invalid(self.api, format!(
                 "{} ends early: {} needs {n} more bytes at offset {} but the file has {} bytes. \
                  The file is truncated (was it copied while still being written?); dump the snapshot again.",
                 self.what,
@@ -182,25 +121,25 @@ impl<'a> Reader<'a> {
             ))),
         }
     }
-    fn u8(&mut self, op: u8) -> Result<u8, MemvizError> {
+    fn u8(&mut self, op: u8) -> Result<u8> {
         Ok(self.take(1, op)?[0])
     }
-    fn u32(&mut self, op: u8) -> Result<u32, MemvizError> {
+    fn u32(&mut self, op: u8) -> Result<u32> {
         let b = self.take(4, op)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn u64(&mut self, op: u8) -> Result<u64, MemvizError> {
+    fn u64(&mut self, op: u8) -> Result<u64> {
         let b = self.take(8, op)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
-    fn len64(&mut self, op: u8) -> Result<usize, MemvizError> {
+    fn len64(&mut self, op: u8) -> Result<usize> {
         let n = self.u64(op)?;
         usize::try_from(n).map_err(|_| self.corrupt(op, "a length that does not fit in memory"))
     }
-    fn corrupt(&self, op: u8, what: &str) -> MemvizError {
-        MemvizError::new(format!(
+    fn corrupt(&self, op: u8, what: &str) -> Error {
+        Error::invalid(self.api, format!(
             "{} is not a valid pickle: {} at offset {} has {what}. \
              Expected a file written by Python's pickle.dump (e.g. torch.cuda.memory._dump_snapshot); \
              check that the file is complete and not corrupted.",
@@ -209,10 +148,21 @@ impl<'a> Reader<'a> {
             self.pos
         ))
     }
-    fn string(&mut self, n: usize, op: u8) -> Result<Value, MemvizError> {
+    fn string(&mut self, n: usize, op: u8) -> Result<Value> {
         let b = self.take(n, op)?;
+        if n <= SHARED_STRING_MAX {
+            if let Some(s) = self.strings.get(b) {
+                return Ok(Value::Str(Rc::clone(s)));
+            }
+        }
         match std::str::from_utf8(b) {
-            Ok(s) => Ok(Value::Str(s.into())),
+            Ok(s) => {
+                let s: Rc<str> = s.into();
+                if n <= SHARED_STRING_MAX {
+                    self.strings.insert(b, Rc::clone(&s));
+                }
+                Ok(Value::Str(s))
+            }
             Err(_) => Err(self.corrupt(op, "a string that is not valid UTF-8")),
         }
     }
@@ -241,7 +191,7 @@ fn signed_le(bytes: &[u8]) -> Option<i128> {
 /// Decodes one pickle from `data`; `what` names the file in error messages.
 ///
 /// ```
-/// use tensorguard_cli::memviz::pickle::decode;
+/// use tensorguard::memory::snapshot_pickle::decode;
 ///
 /// // pickle.dumps({'segments': []}, protocol=4)
 /// let data = b"\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x08segments\x94]\x94s.";
@@ -249,29 +199,47 @@ fn signed_le(bytes: &[u8]) -> Option<i128> {
 /// assert!(v.get("segments").unwrap().items().unwrap().is_empty());
 /// assert!(decode(&data[..10], "cut").unwrap_err().to_string().contains("truncated"));
 /// ```
-pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
-    let mut r = Reader { data, pos: 0, what };
+pub fn decode(data: &[u8], what: &str) -> Result<Value> {
+    decode_as(DECODE_OP, data, what)
+}
+
+/// [`decode`], with errors naming `api` (the API the user called).
+pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Value> {
+    let mut r = Reader {
+        data,
+        pos: 0,
+        what,
+        api,
+        strings: HashMap::new(),
+    };
     let mut stack: Vec<Value> = Vec::with_capacity(64);
     let mut marks: Vec<usize> = Vec::new();
     let mut memo: Vec<Option<Value>> = Vec::new();
 
     if data.is_empty() {
-        return Err(MemvizError::new(format!(
-            "{what} is empty; expected a pickle written by torch.cuda.memory._dump_snapshot. \
+        return Err(Error::invalid(
+            api,
+            format!(
+                "{what} is empty; expected a pickle written by torch.cuda.memory._dump_snapshot. \
              Dump the snapshot again."
-        )));
+            ),
+        ));
     }
 
     if data[0] != 0x80 {
-        return Err(MemvizError::new(format!(
-            "{what} is not a pickle: it starts with byte 0x{:02x}, not pickle's PROTO opcode 0x80 \
-             (pickle protocol 2 or newer, which torch.cuda.memory._dump_snapshot writes). Expected a \
-             snapshot pickle, or a .json file with the same layout.",
+        return Err(Error::invalid(
+            api,
+            format!(
+            "{what} is not a memory snapshot pickle: it is not a pickle at all, as it starts with \
+             byte 0x{:02x}, not pickle's PROTO opcode 0x80 (pickle protocol 2 or newer, which \
+             torch.cuda.memory._dump_snapshot writes). Expected a snapshot pickle, or a .json file \
+             with the same layout.",
             data[0]
-        )));
+        ),
+        ));
     }
 
-    fn pop(stack: &mut Vec<Value>, r: &Reader, op: u8) -> Result<Value, MemvizError> {
+    fn pop(stack: &mut Vec<Value>, r: &Reader, op: u8) -> Result<Value> {
         stack
             .pop()
             .ok_or_else(|| r.corrupt(op, "nothing on the stack to work on"))
@@ -281,7 +249,7 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
         marks: &mut Vec<usize>,
         r: &Reader,
         op: u8,
-    ) -> Result<Vec<Value>, MemvizError> {
+    ) -> Result<Vec<Value>> {
         let m = marks
             .pop()
             .ok_or_else(|| r.corrupt(op, "no MARK before it"))?;
@@ -302,7 +270,7 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
         let op = match r.data.get(r.pos) {
             Some(&b) => b,
             None => {
-                return Err(MemvizError::new(format!(
+                return Err(Error::invalid(api, format!(
                     "{what} ends early at offset {op_pos} without pickle's STOP opcode: \
                      the file is truncated (was it copied while still being written?). Dump the snapshot again."
                 )))
@@ -558,7 +526,7 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value, MemvizError> {
                          pickle.dump(snapshot, f) or save it as JSON."
                     )
                 };
-                return Err(MemvizError::new(hint));
+                return Err(Error::invalid(api, hint));
             }
         }
     }
@@ -579,7 +547,7 @@ fn latin1_or_bytes(op: u8, b: &[u8]) -> Value {
     }
 }
 
-fn pairs(items: Vec<Value>, r: &Reader, op: u8) -> Result<Vec<(Value, Value)>, MemvizError> {
+fn pairs(items: Vec<Value>, r: &Reader, op: u8) -> Result<Vec<(Value, Value)>> {
     if items.len() % 2 != 0 {
         return Err(r.corrupt(op, "an odd number of keys and values"));
     }
