@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -60,47 +60,46 @@ impl SiteCell {
     }
 }
 
-static LEDGER: LazyLock<Mutex<HashMap<Key, Arc<SiteCell>>>> =
+/// The rows. A row lives as long as the process (there are as many as
+/// call sites x directions x device pairs x kinds): a copy then refers to
+/// it without reference counting, which would bounce a cache line between
+/// the host and the stream worker on every copy. [`reset`] zeroes them.
+static LEDGER: LazyLock<Mutex<HashMap<Key, &'static SiteCell>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Bumped by [`reset`]: rows cached by threads before it are stale.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Rows this thread used last (a copy in a loop finds its row here, without
 /// the global lock or hashing).
 const CACHED_ROWS: usize = 4;
 
 thread_local! {
-    static RECENT: RefCell<Vec<(u64, Key, Arc<SiteCell>)>> = const { RefCell::new(Vec::new()) };
+    static RECENT: RefCell<Vec<(Key, &'static SiteCell)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn row(key: Key, site: &'static Location<'static>) -> Arc<SiteCell> {
-    let generation = GENERATION.load(Ordering::Acquire);
+fn row(key: Key, site: &'static Location<'static>) -> &'static SiteCell {
     let hit = RECENT.with(|r| {
         r.borrow()
             .iter()
             .rev()
-            .find(|(g, k, _)| *g == generation && *k == key)
-            .map(|(_, _, c)| Arc::clone(c))
+            .find(|(k, _)| *k == key)
+            .map(|e| e.1)
     });
     if let Some(cell) = hit {
         return cell;
     }
-    let cell = Arc::clone(LEDGER.lock().entry(key).or_insert_with(|| {
-        Arc::new(SiteCell {
+    let cell: &'static SiteCell = LEDGER.lock().entry(key).or_insert_with(|| {
+        Box::leak(Box::new(SiteCell {
             site,
             copies: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             nanos: Padded(AtomicU64::new(0)),
-        })
-    }));
+        }))
+    });
     RECENT.with(|r| {
         let mut r = r.borrow_mut();
-        r.retain(|(g, _, _)| *g == generation);
         if r.len() == CACHED_ROWS {
             r.remove(0);
         }
-        r.push((generation, key, Arc::clone(&cell)));
+        r.push((key, cell));
     });
     cell
 }
@@ -115,7 +114,7 @@ pub(crate) fn record(
     pinned: bool,
     blocking: bool,
     site: &'static Location<'static>,
-) -> Option<Arc<SiteCell>> {
+) -> Option<&'static SiteCell> {
     if !enabled() {
         return None;
     }
@@ -161,10 +160,11 @@ pub fn stats_for(device: &Device) -> TransferStats {
 /// totals and which call sites it warned about. (Each live host tensor still
 /// remembers the version it was last copied at.)
 pub fn reset() {
-    let mut ledger = LEDGER.lock();
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-    ledger.clear();
-    drop(ledger);
+    for cell in LEDGER.lock().values() {
+        cell.copies.store(0, Ordering::Relaxed);
+        cell.bytes.store(0, Ordering::Relaxed);
+        cell.nanos.0.store(0, Ordering::Relaxed);
+    }
     detector::reset();
 }
 
@@ -198,6 +198,9 @@ pub fn report_top(rows: usize) -> String {
     let mut merged: Vec<Row> = Vec::new();
     for (k, cell) in LEDGER.lock().iter() {
         let c = cell.counts();
+        if c.copies == 0 {
+            continue; // a row zeroed by `reset`
+        }
         let i = match merged
             .iter()
             .position(|r| r.site == cell.site && r.dir == k.dir && r.src == k.src && r.dst == k.dst)
