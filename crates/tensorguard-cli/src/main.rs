@@ -73,23 +73,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Doctor { device } => match doctor(device.as_deref()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        // --- bench (issue 5) ---
-        Command::Bench { what } => match bench::run(what) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        // --- end bench ---
-        // --- memviz (issue 6) ---
+        Command::Doctor { device } => exit(doctor(device.as_deref())),
+        Command::Bench { what } => exit(bench::run(what)),
         Command::Memviz {
             snapshot,
             device,
@@ -110,17 +95,20 @@ fn main() -> ExitCode {
                 png,
                 max_entries,
             };
-            match memviz::run(&opts) {
-                Ok(report) => {
-                    print!("{report}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        } // --- end memviz ---
+            exit(memviz::run(&opts).map(|report| print!("{report}")))
+        }
+    }
+}
+
+/// The exit status of a command: errors are printed as one `error: ...`
+/// line on stderr.
+fn exit<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -70,6 +70,18 @@ pub struct Timeline {
 }
 
 impl Timeline {
+    /// The largest allocated or reserved value at any step (at least 1): the
+    /// top of a plot's y axis.
+    pub fn max_bytes(&self) -> u64 {
+        self.allocated
+            .iter()
+            .chain(self.reserved.iter())
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(1)
+    }
+
     /// Replays device `device`'s trace of `snap` (an empty timeline when the
     /// snapshot has no trace for it).
     pub fn build(snap: &Snapshot, device: usize) -> Timeline {

@@ -175,14 +175,7 @@ pub fn page_data(
         }
     }
     let reserved = downsample(reserved, |&v| v, end_t);
-    let y_max = tl
-        .allocated
-        .iter()
-        .chain(tl.reserved.iter())
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let y_max = tl.max_bytes();
     json!({
         "title": format!("{name}, device {}", tl.device),
         "end": end_t,

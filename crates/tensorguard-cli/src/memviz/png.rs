@@ -102,14 +102,7 @@ pub fn write(
     if let Some(e) = font_error {
         return Err(err(path, e));
     }
-    let ymax = tl
-        .allocated
-        .iter()
-        .chain(tl.reserved.iter())
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let ymax = tl.max_bytes();
     let (scale, uname) = unit(ymax);
     let xmax = (tl.allocated.len().saturating_sub(1)).max(1) as f64;
     let name = source
