@@ -8,9 +8,7 @@ use clap::{Parser, Subcommand};
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
 use tensorguard_cli::memviz;
 
-// --- bench (issue 5) ---
 mod bench;
-// --- end bench ---
 
 #[derive(Parser)]
 #[command(
@@ -31,43 +29,14 @@ enum Command {
         #[arg(long)]
         device: Option<String>,
     },
-    // --- bench (issue 5) ---
     /// Measure on this machine (`bench copy`: the copy-cost table).
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
-    // --- end bench ---
-    // --- memviz (issue 6) ---
     /// Analyze a memory snapshot (PyTorch's `_dump_snapshot` pickle or `.json`):
     /// peak, what was alive at it, fragmentation, leaks, call sites.
-    Memviz {
-        /// The snapshot file (`.pickle` from torch.cuda.memory._dump_snapshot, or `.json`).
-        snapshot: std::path::PathBuf,
-        /// Only this device index (default: every device with data).
-        #[arg(long)]
-        device: Option<usize>,
-        /// How many allocations alive at the peak to list.
-        #[arg(long, default_value_t = 10)]
-        top: usize,
-        /// How many frames to print per allocation.
-        #[arg(long, default_value_t = 8)]
-        frames: usize,
-        /// How many call sites to list.
-        #[arg(long, default_value_t = 20)]
-        sites: usize,
-        /// Write an interactive, self-contained HTML memory timeline here
-        /// (of the first device reported, or of --device).
-        #[arg(long, value_name = "OUT")]
-        html: Option<std::path::PathBuf>,
-        /// Write a static PNG plot of allocated/reserved memory here (same device).
-        #[arg(long, value_name = "OUT")]
-        png: Option<std::path::PathBuf>,
-        /// Allocations drawn one by one in the HTML timeline; smaller ones are summarized.
-        #[arg(long, default_value_t = 2000)]
-        max_entries: usize,
-    },
-    // --- end memviz ---
+    Memviz(memviz::Options),
 }
 
 fn main() -> ExitCode {
@@ -75,28 +44,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Doctor { device } => exit(doctor(device.as_deref())),
         Command::Bench { what } => exit(bench::run(what)),
-        Command::Memviz {
-            snapshot,
-            device,
-            top,
-            frames,
-            sites,
-            html,
-            png,
-            max_entries,
-        } => {
-            let opts = memviz::Options {
-                snapshot,
-                device,
-                top,
-                frames,
-                sites,
-                html,
-                png,
-                max_entries,
-            };
-            exit(memviz::run(&opts).map(|report| print!("{report}")))
-        }
+        Command::Memviz(opts) => exit(memviz::run(&opts).map(|report| print!("{report}"))),
     }
 }
 

@@ -65,24 +65,33 @@ impl From<tensorguard::Error> for MemvizError {
     }
 }
 
-/// What `tensorguard memviz` should do.
-#[derive(Debug, Clone)]
+/// What `tensorguard memviz` should do (also its command-line arguments).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// The snapshot file.
+    /// The snapshot file (`.pickle` from torch.cuda.memory._dump_snapshot or
+    /// tensorguard's memory::dump_snapshot, or `.json`).
     pub snapshot: PathBuf,
-    /// Only this device (default: every device with a trace, else 0).
+    /// Only this device index (default: every device with data).
+    #[arg(long)]
     pub device: Option<usize>,
-    /// Allocations listed at the peak.
+    /// How many allocations alive at the peak to list.
+    #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// Frames shown per allocation.
+    /// How many frames to print per allocation.
+    #[arg(long, default_value_t = 8)]
     pub frames: usize,
-    /// Call sites listed.
+    /// How many call sites to list.
+    #[arg(long, default_value_t = 20)]
     pub sites: usize,
-    /// Write the interactive timeline here.
+    /// Write an interactive, self-contained HTML memory timeline here
+    /// (of the first device reported, or of --device).
+    #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
-    /// Write a static plot here.
+    /// Write a static PNG plot of allocated/reserved memory here (same device).
+    #[arg(long, value_name = "OUT")]
     pub png: Option<PathBuf>,
-    /// Allocations drawn one by one in the HTML timeline (the rest are summarized).
+    /// Allocations drawn one by one in the HTML timeline; smaller ones are summarized.
+    #[arg(long, default_value_t = 2000)]
     pub max_entries: usize,
 }
 
