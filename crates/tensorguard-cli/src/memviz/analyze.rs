@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use super::model::{Action, BlockState, Snapshot, StackId};
+use super::model::{Action::Known, BlockState, Snapshot, StackId};
+use tensorguard::memory::Action as A;
 
 /// One allocation's lifetime on the timeline.
 #[derive(Clone, Debug)]
@@ -107,7 +108,7 @@ impl Timeline {
                 None => actions.push((e.action.name().to_string(), 1)),
             }
             match e.action {
-                Action::Alloc => {
+                Known(A::Alloc) => {
                     if let Some(prev) = live.remove(&e.addr) {
                         // An alloc over a live address: its free was not recorded.
                         allocs[prev].end = Some(t);
@@ -125,7 +126,7 @@ impl Timeline {
                     });
                     a += e.size as i64;
                 }
-                Action::FreeCompleted => match live.remove(&e.addr) {
+                Known(A::FreeCompleted) => match live.remove(&e.addr) {
                     Some(idx) => {
                         allocs[idx].end = Some(t);
                         a -= allocs[idx].size as i64;
@@ -143,9 +144,9 @@ impl Timeline {
                         a -= e.size as i64;
                     }
                 },
-                Action::SegmentAlloc | Action::SegmentMap => r += e.size as i64,
-                Action::SegmentFree | Action::SegmentUnmap => r -= e.size as i64,
-                Action::Oom => ooms.push(OomEvent {
+                Known(A::SegmentAlloc) | Known(A::SegmentMap) => r += e.size as i64,
+                Known(A::SegmentFree) | Known(A::SegmentUnmap) => r -= e.size as i64,
+                Known(A::Oom) => ooms.push(OomEvent {
                     t,
                     size: e.size,
                     device_free: e.device_free,

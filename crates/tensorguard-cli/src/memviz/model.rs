@@ -69,63 +69,26 @@ pub struct Segment {
     pub blocks: Vec<Block>,
 }
 
-/// What a trace entry records.
+/// What a trace entry records: one of the library's actions, or a name this
+/// version does not know (kept and counted, ignored by the analysis).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// A block was handed out.
-    Alloc,
-    /// `free` was called; the block may still be in use by a stream.
-    FreeRequested,
-    /// The block is free again (also the legacy `free` action).
-    FreeCompleted,
-    /// A new segment (`cudaMalloc`).
-    SegmentAlloc,
-    /// A segment returned (`cudaFree`).
-    SegmentFree,
-    /// Expandable segments: pages mapped.
-    SegmentMap,
-    /// Expandable segments: pages unmapped.
-    SegmentUnmap,
-    /// A snapshot was taken here.
-    Snapshot,
-    /// An out-of-memory error; `size` is the request.
-    Oom,
-    /// Metadata attached to a live allocation.
-    Annotate,
-    /// An action this reader does not know (kept, ignored by the analysis).
+    /// An action with PyTorch's meaning ([`tensorguard::memory::Action`];
+    /// the legacy `free` reads as `FreeCompleted`).
+    Known(tensorguard::memory::Action),
+    /// An unknown action's name.
     Other(Rc<str>),
 }
 
 impl Action {
     fn parse(s: &str) -> Action {
-        match s {
-            "alloc" => Action::Alloc,
-            "free_requested" => Action::FreeRequested,
-            "free_completed" | "free" => Action::FreeCompleted,
-            "segment_alloc" => Action::SegmentAlloc,
-            "segment_free" => Action::SegmentFree,
-            "segment_map" => Action::SegmentMap,
-            "segment_unmap" => Action::SegmentUnmap,
-            "snapshot" => Action::Snapshot,
-            "oom" => Action::Oom,
-            "annotate" => Action::Annotate,
-            other => Action::Other(other.into()),
-        }
+        tensorguard::memory::Action::parse(s).map_or_else(|| Action::Other(s.into()), Action::Known)
     }
 
     /// PyTorch's name for the action.
     pub fn name(&self) -> &str {
         match self {
-            Action::Alloc => "alloc",
-            Action::FreeRequested => "free_requested",
-            Action::FreeCompleted => "free_completed",
-            Action::SegmentAlloc => "segment_alloc",
-            Action::SegmentFree => "segment_free",
-            Action::SegmentMap => "segment_map",
-            Action::SegmentUnmap => "segment_unmap",
-            Action::Snapshot => "snapshot",
-            Action::Oom => "oom",
-            Action::Annotate => "annotate",
+            Action::Known(a) => a.as_str(),
             Action::Other(s) => s,
         }
     }

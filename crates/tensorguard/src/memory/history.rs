@@ -75,7 +75,8 @@ pub enum Action {
     /// A block was given back; when other streams still use it, it stays
     /// reserved until they pass that point (`active_pending_free`).
     FreeRequested,
-    /// The block returned to the cache.
+    /// The block returned to the cache (older PyTorch files call it `free`).
+    #[serde(alias = "free")]
     FreeCompleted,
     /// A segment was obtained from the device (`size` = segment size).
     SegmentAlloc,
@@ -98,6 +99,34 @@ pub enum Action {
 }
 
 impl Action {
+    /// The action PyTorch names `name` (also the legacy `"free"`), or `None`
+    /// for a name this version does not know.
+    ///
+    /// ```
+    /// use tensorguard::memory::Action;
+    /// assert_eq!(Action::parse("free"), Some(Action::FreeCompleted));
+    /// assert_eq!(Action::parse(Action::Oom.as_str()), Some(Action::Oom));
+    /// assert_eq!(Action::parse("something_new"), None);
+    /// ```
+    pub fn parse(name: &str) -> Option<Action> {
+        const ALL: [Action; 10] = [
+            Action::Alloc,
+            Action::FreeRequested,
+            Action::FreeCompleted,
+            Action::SegmentAlloc,
+            Action::SegmentFree,
+            Action::Oom,
+            Action::Snapshot,
+            Action::SegmentMap,
+            Action::SegmentUnmap,
+            Action::Annotate,
+        ];
+        if name == "free" {
+            return Some(Action::FreeCompleted);
+        }
+        ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
     /// PyTorch's name of the action (`"alloc"`, `"free_requested"`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
