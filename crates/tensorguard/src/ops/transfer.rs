@@ -118,9 +118,7 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
         if *device == self.device() {
-            return if opts.copy {
-                self.copy_to(dtype, site)
-            } else if dtype == self.dtype() {
+            return if dtype == self.dtype() && !opts.copy {
                 Ok(self.alias())
             } else {
                 self.copy_to(dtype, site)
@@ -274,7 +272,6 @@ fn transfer_into(
         _ => !(non_blocking && pinned),
     };
     let bytes = dst.numel() * src.dtype().size_in_bytes();
-    let prof = crate::profiler::transfer_scope(op, sdev, ddev, bytes, site);
     if dir == Direction::HostToDevice && transfer::enabled() {
         transfer::check_repeat(HostCopy {
             op,
@@ -287,6 +284,7 @@ fn transfer_into(
             site,
         })?;
     }
+    let acct = transfer::account(op, sdev, ddev, bytes, pinned, blocking, site);
     // Work queued on other streams or devices that the copy depends on:
     // the source's pending write (another device's result, a pinned result
     // still being filled), and pending uses of a host destination.
@@ -296,12 +294,12 @@ fn transfer_into(
     if ddev.is_cpu() {
         dst.storage().sync_for_host_write()?;
     }
-    let cell = transfer::record(dir, sdev, ddev, bytes, pinned, blocking, site);
     let b = backend(&run_dev)?;
     let stream = current_stream_id(&run_dev);
     let out = owned(dst, dst.dtype(), None);
     let inp = owned(src, src.dtype(), Some(dst.shape()));
-    let timing = prof.as_ref().and_then(|p| p.device_timing(stream));
+    let timing = acct.prof.as_ref().and_then(|p| p.device_timing(stream));
+    let cell = acct.cell;
     let seq = b.host_fn(
         stream,
         op,

@@ -84,7 +84,7 @@ fn host_args(e: &Event) -> String {
         a.push(format!("\"Self Device Mem\": {}", e.self_device_memory));
     }
     if let Some(t) = e.transfer {
-        a.push(format!("\"Transfer\": {}", json_str(t.kind.short_name())));
+        a.push(format!("\"Transfer\": {}", json_str(t.kind.pytorch_name())));
         a.push(format!("\"Bytes\": {}", t.bytes));
         a.push(format!("\"Src\": {}", json_str(&t.src.to_string())));
         a.push(format!("\"Dst\": {}", json_str(&t.dst.to_string())));

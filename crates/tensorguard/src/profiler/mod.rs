@@ -99,36 +99,8 @@ pub enum EventKind {
     Memory,
 }
 
-/// The direction of a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TransferKind {
-    /// Host to device.
-    HostToDevice,
-    /// Device to host.
-    DeviceToHost,
-    /// Device to device.
-    DeviceToDevice,
-}
-
-impl TransferKind {
-    /// The direction between two devices.
-    pub fn between(src: &Device, dst: &Device) -> TransferKind {
-        match (src.is_cpu(), dst.is_cpu()) {
-            (true, _) => TransferKind::HostToDevice,
-            (false, true) => TransferKind::DeviceToHost,
-            (false, false) => TransferKind::DeviceToDevice,
-        }
-    }
-
-    /// PyTorch's short name: `HtoD`, `DtoH`, `DtoD`.
-    pub fn short_name(self) -> &'static str {
-        match self {
-            TransferKind::HostToDevice => "HtoD",
-            TransferKind::DeviceToHost => "DtoH",
-            TransferKind::DeviceToDevice => "DtoD",
-        }
-    }
-}
+/// The direction of a transfer: the ledger's [`Direction`](crate::transfer::Direction).
+pub use crate::transfer::Direction as TransferKind;
 
 /// The facts of one transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -243,31 +243,26 @@ impl Tensor {
         self.check_elem::<T>(op)?;
         self.0.storage.sync_for_host_read()?;
         let device = self.device();
-        let bytes = self.numel() * self.dtype().size_in_bytes();
-        let site = Location::caller();
-        let (cell, _prof) = if device.is_cpu() {
-            (None, None)
-        } else {
-            (
-                crate::transfer::record(
-                    crate::transfer::Direction::DeviceToHost,
-                    device,
-                    Device::Cpu,
-                    bytes,
-                    false,
-                    true,
-                    site,
-                ),
-                crate::profiler::transfer_scope(op, device, Device::Cpu, bytes, site),
+        let acct = (!device.is_cpu()).then(|| {
+            let bytes = self.numel() * self.dtype().size_in_bytes();
+            crate::transfer::account(
+                op,
+                device,
+                Device::Cpu,
+                bytes,
+                false,
+                true,
+                Location::caller(),
             )
-        };
-        let start = std::time::Instant::now();
+        });
+        let cell = acct.as_ref().and_then(|a| a.cell);
+        let start = cell.map(|_| std::time::Instant::now());
         let guard = self.0.storage.data.read();
         let data: &[T::Native] = guard.typed();
         let layout = &self.0.layout;
         let mut out = Vec::with_capacity(layout.numel());
         crate::device::cpu::gather_strided(data, layout, |x| out.push(T::from_native(x)));
-        if let Some(cell) = cell {
+        if let (Some(cell), Some(start)) = (cell, start) {
             cell.add_time(start.elapsed());
         }
         Ok(out)

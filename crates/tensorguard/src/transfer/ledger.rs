@@ -104,9 +104,41 @@ fn row(key: Key, site: &'static Location<'static>) -> &'static SiteCell {
     cell
 }
 
+/// The bookkeeping of one copy: its ledger row (the copy's time is added
+/// to it once the copy ran) and its profiler range (while alive).
+pub(crate) struct Accounting {
+    pub cell: Option<&'static SiteCell>,
+    pub prof: Option<crate::profiler::TransferScope>,
+}
+
+/// Start the bookkeeping of a copy named `op` from `src` to `dst`: count it
+/// in the ledger and open its profiler range.
+pub(crate) fn account(
+    op: &'static str,
+    src: Device,
+    dst: Device,
+    bytes: usize,
+    pinned: bool,
+    blocking: bool,
+    site: &'static Location<'static>,
+) -> Accounting {
+    Accounting {
+        cell: record(
+            Direction::between(&src, &dst),
+            src,
+            dst,
+            bytes,
+            pinned,
+            blocking,
+            site,
+        ),
+        prof: crate::profiler::transfer_scope(op, src, dst, bytes, site),
+    }
+}
+
 /// Count one copy of `bytes` from `src` to `dst` made at `site`; returns the
 /// row to add the copy's time to (`None` with the ledger off).
-pub(crate) fn record(
+fn record(
     dir: Direction,
     src: Device,
     dst: Device,

@@ -37,9 +37,11 @@ mod ledger;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::device::Device;
+
 pub(crate) use detector::{check_repeat, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
-pub(crate) use ledger::record;
+pub(crate) use ledger::account;
 pub use ledger::{report, reset, stats, stats_for};
 
 /// Options of [`Tensor::to_with`](crate::Tensor::to_with) (PyTorch's
@@ -74,6 +76,25 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// The direction of a copy from `src` to `dst` (a host side makes it
+    /// host → device or device → host).
+    pub fn between(src: &Device, dst: &Device) -> Direction {
+        match (src.is_cpu(), dst.is_cpu()) {
+            (true, _) => Direction::HostToDevice,
+            (false, true) => Direction::DeviceToHost,
+            (false, false) => Direction::DeviceToDevice,
+        }
+    }
+
+    /// PyTorch's name in traces (`HtoD`, `DtoH`, `DtoD`, as in `Memcpy HtoD`).
+    pub fn pytorch_name(self) -> &'static str {
+        match self {
+            Direction::HostToDevice => "HtoD",
+            Direction::DeviceToHost => "DtoH",
+            Direction::DeviceToDevice => "DtoD",
+        }
+    }
+
     /// The short name used in tables (`H2D`, `D2H`, `D2D`).
     pub fn short(self) -> &'static str {
         match self {
