@@ -53,7 +53,7 @@ pub(crate) struct Storage {
     /// What of this host storage was copied to which device at which
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
-    pub(crate) copies: Mutex<SmallVec<[CopyRecord; 1]>>,
+    pub(crate) copies: Mutex<Vec<CopyRecord>>,
 }
 
 /// One entry of [`Storage::copies`].
@@ -98,7 +98,7 @@ impl Storage {
             uses: Mutex::new(Uses::default()),
             pinned,
             foreign: AtomicBool::new(false),
-            copies: Mutex::new(SmallVec::new()),
+            copies: Mutex::new(Vec::new()),
         }
     }
 
