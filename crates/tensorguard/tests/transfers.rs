@@ -2,7 +2,7 @@
 //! pinned memory, the guard that keeps a queued copy's source intact, the
 //! side-stream pattern, the transfer ledger and the repeated-copy detector.
 //!
-//! Every test owns its emulated devices (fourteen are configured), so the
+//! Every test owns its emulated devices (sixteen are configured), so the
 //! ledger's per-device counts and the live-memory checks are exact.
 
 mod common;
@@ -15,7 +15,7 @@ use tensorguard::transfer::{self, CopyOpts, RepeatPolicy};
 use tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
 fn setup() {
-    common::setup_emulated(14);
+    common::setup_emulated(16);
     install_logger();
 }
 
@@ -457,5 +457,28 @@ fn gradients_flow_back_across_devices() -> Result<()> {
     assert_eq!(g.to_vec::<f32>()?, vec![2.0; 3]);
     drop(y);
     assert_no_live_memory(&dev);
+    Ok(())
+}
+
+#[test]
+fn device_to_device_copies_wait_on_the_device_not_the_host() -> Result<()> {
+    setup();
+    let (a, b) = (Device::Emulated(13), Device::Emulated(14));
+    let x = Tensor::arange(0.0, 1024.0, &a)?;
+    let work = busy(&a, 4)?;
+    let y = x.mul(2.0)?; // queued behind the slow work on emu:13
+    let z = y.to(&b)?; // ordered after `y` on emu:14's stream
+    assert!(
+        !Stream::current(&a).query(),
+        "the copy returned while its source was still being computed"
+    );
+    assert_eq!(z.sum()?.item::<f32>()?, 2.0 * (1023.0 * 1024.0 / 2.0));
+    // and a pinned host result being filled by one device, sent to another
+    let h = y.to_with(&Device::Cpu, NB)?;
+    let w = h.to_with(&b, NB)?;
+    assert_eq!(w.sum()?.item::<f32>()?, 2.0 * (1023.0 * 1024.0 / 2.0));
+    drop((x, work, y, z, w));
+    assert_no_live_memory(&a);
+    assert_no_live_memory(&b);
     Ok(())
 }

@@ -51,6 +51,16 @@ pub(crate) trait Backend: Send + Sync {
     fn wait(&self, stream: StreamId, seq: u64) -> Result<()>;
     /// Make `waiter` wait, on the device, until `on` completes `seq`.
     fn stream_wait(&self, waiter: StreamId, on: StreamId, seq: u64) -> Result<()>;
+    /// Make `waiter` wait until stream `on` of device `other` completes
+    /// `seq`: on the device when it can wait for that device, else on the
+    /// host (a transfer between devices ordered after its source's write).
+    fn stream_wait_on(
+        &self,
+        waiter: StreamId,
+        other: &Device,
+        on: StreamId,
+        seq: u64,
+    ) -> Result<()>;
     /// Wait for every stream; returns the first fault found.
     fn synchronize(&self) -> Result<()>;
     /// Keep `buf` from reuse until every mark in `deps` has completed.
@@ -99,6 +109,9 @@ impl Backend for Cpu {
     }
     fn stream_wait(&self, _: StreamId, _: StreamId, _: u64) -> Result<()> {
         Ok(())
+    }
+    fn stream_wait_on(&self, _: StreamId, other: &Device, on: StreamId, seq: u64) -> Result<()> {
+        backend(other)?.wait(on, seq)
     }
     fn synchronize(&self) -> Result<()> {
         Ok(())

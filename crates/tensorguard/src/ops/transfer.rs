@@ -285,17 +285,22 @@ fn transfer_into(
         })?;
     }
     let acct = transfer::account(op, sdev, ddev, bytes, pinned, blocking, site);
-    // Work queued on other streams or devices that the copy depends on:
-    // the source's pending write (another device's result, a pinned result
-    // still being filled), and pending uses of a host destination.
-    if sdev != run_dev {
-        src.storage().sync_for_host_read()?;
+    let b = backend(&run_dev)?;
+    let stream = current_stream_id(&run_dev);
+    // Work the copy depends on: the source's pending write on another
+    // device (its result, or a pinned result still being filled) is waited
+    // for by the copy's stream, not by the host; pending uses of a host
+    // destination are waited for on the host.
+    // (A device tensor written on another stream of the same device is
+    // ordered by the user, as in PyTorch; a host source is always ordered.)
+    if let Some((d, s, seq)) = src.storage().pending_write() {
+        if d != run_dev || (sdev.is_cpu() && s != stream) {
+            b.stream_wait_on(stream, &d, s, seq)?;
+        }
     }
     if ddev.is_cpu() {
         dst.storage().sync_for_host_write()?;
     }
-    let b = backend(&run_dev)?;
-    let stream = current_stream_id(&run_dev);
     let out = owned(dst, dst.dtype(), None);
     let inp = owned(src, src.dtype(), Some(dst.shape()));
     let timing = acct.prof.as_ref().and_then(|p| p.device_timing(stream));

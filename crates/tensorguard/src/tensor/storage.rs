@@ -148,16 +148,24 @@ impl Storage {
         }
     }
 
+    /// The latest queued write to this storage by an asynchronous device:
+    /// (device, stream, position). It may have completed already.
+    pub(crate) fn pending_write(&self) -> Option<DevMark> {
+        if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
+            return None;
+        }
+        self.uses.lock().last_write.filter(|m| !m.0.is_cpu())
+    }
+
     /// Block the host until queued writes to this storage have run (a host
     /// read); returns a fault raised on that stream.
     pub(crate) fn sync_for_host_read(&self) -> Result<()> {
         if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
             return Ok(());
         }
-        let w = self.uses.lock().last_write;
-        match w {
-            Some((device, stream, seq)) if !device.is_cpu() => backend(&device)?.wait(stream, seq),
-            _ => Ok(()),
+        match self.pending_write() {
+            Some((device, stream, seq)) => backend(&device)?.wait(stream, seq),
+            None => Ok(()),
         }
     }
 

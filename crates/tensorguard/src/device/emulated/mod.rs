@@ -121,6 +121,31 @@ impl Backend for Emulated {
         Ok(())
     }
 
+    fn stream_wait_on(
+        &self,
+        waiter: StreamId,
+        other: &Device,
+        on: StreamId,
+        seq: u64,
+    ) -> Result<()> {
+        if *other == self.device {
+            return self.stream_wait(waiter, on, seq);
+        }
+        match other {
+            // another emulated device: its stream's worker is waited for
+            // by ours, in order, without blocking the host
+            Device::Emulated(n) => {
+                let dev = super::backend::emulated_devices()
+                    .get(*n)
+                    .ok_or_else(|| Error::Device(format!("{other} does not exist.")))?;
+                let on = Arc::clone(dev.worker(on)?);
+                self.worker(waiter)?.push(Work::Wait { on, seq });
+                Ok(())
+            }
+            _ => super::backend::backend(other)?.wait(on, seq),
+        }
+    }
+
     fn synchronize(&self) -> Result<()> {
         let mut first = Ok(());
         for w in self.started() {
