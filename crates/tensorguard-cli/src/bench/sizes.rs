@@ -6,34 +6,16 @@ pub fn default_sizes() -> Vec<usize> {
     (0..11).map(|k| 1024usize << (2 * k)).collect()
 }
 
-/// Parse one size. Units are powers of 1024 (`KB` is read as `KiB`, as in
-/// PyTorch's memory summaries); a plain number is bytes.
+/// Parse one size ([`tensorguard::memory::parse_bytes`]: units are powers
+/// of 1024, a plain number is bytes) that a float32 copy can have.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
     let bad = |why: &str| {
         format!("bench copy: `{s}` is not a size: {why}. Write sizes like `1KiB`, `64MiB`, `1GiB` or a number of bytes, separated by commas.")
     };
-    if num.is_empty() {
-        return Err(bad("it does not start with a whole number"));
-    }
-    let n: usize = num.parse().map_err(|_| bad("the number is too large"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => {
-            return Err(bad(&format!(
-                "`{}` is not a unit (B, KiB, MiB, GiB)",
-                unit.trim()
-            )))
-        }
-    };
-    let bytes = n
-        .checked_mul(1usize << shift)
-        .ok_or_else(|| bad("it is too large"))?;
+    let bytes = tensorguard::memory::parse_bytes(s).map_err(|e| match e {
+        tensorguard::Error::InvalidArgument { message, .. } => bad(message.trim_end_matches('.')),
+        other => bad(&other.to_string()),
+    })?;
     if bytes == 0 {
         return Err(bad("a copy of 0 bytes measures nothing"));
     }

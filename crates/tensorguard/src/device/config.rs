@@ -5,6 +5,7 @@ use parking_lot::Mutex;
 
 use super::backend::emulated_started;
 use crate::error::{Error, Result};
+use crate::memory::parse_bytes;
 
 /// How many emulated devices exist and the memory capacity of each.
 ///
@@ -32,25 +33,6 @@ impl Default for EmulatedConfig {
     }
 }
 
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" | "tib" => 1024.0f64.powi(4),
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && bytes >= 0.0 && bytes < usize::MAX as f64).then_some(bytes as usize)
-}
-
 impl EmulatedConfig {
     /// `count` devices of `capacity` bytes each.
     pub fn uniform(count: usize, capacity: usize) -> Self {
@@ -69,14 +51,14 @@ impl EmulatedConfig {
         };
         if let Some((count, size)) = s.split_once(['x', 'X']) {
             let count: usize = count.trim().parse().map_err(|_| bad())?;
-            let size = parse_size(size).ok_or_else(bad)?;
+            let size = parse_bytes(size).map_err(|_| bad())?;
             return Ok(EmulatedConfig::uniform(count, size));
         }
         let capacities = s
             .split(',')
-            .map(parse_size)
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(bad)?;
+            .map(parse_bytes)
+            .collect::<Result<Vec<_>>>()
+            .map_err(|_| bad())?;
         Ok(EmulatedConfig { capacities })
     }
 }

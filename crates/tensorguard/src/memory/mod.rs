@@ -30,7 +30,7 @@ pub(crate) use caching::{Allocation, CachingAllocator};
 pub use oom::{LiveAllocation, OomReport};
 pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
-pub use stats::{format_bytes, MemoryStats, Stat, StatArray};
+pub use stats::{format_bytes, parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
 pub use history::{
     is_recording_history, record_history, Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES,

@@ -208,6 +208,51 @@ fn clamp_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// Parse a byte size as configs and command lines write it: a number
+/// (decimals allowed) and an optional binary unit, `B`, `KiB`, `MiB`, `GiB`
+/// or `TiB` (case-insensitive; `KB`/`K` mean KiB, as in PyTorch's memory
+/// summaries).
+///
+/// ```
+/// use tensorguard::memory::parse_bytes;
+/// assert_eq!(parse_bytes("4GiB").unwrap(), 4 << 30);
+/// assert_eq!(parse_bytes(" 1.5 kb").unwrap(), 1536);
+/// assert_eq!(parse_bytes("4096").unwrap(), 4096);
+/// assert!(parse_bytes("3KiX").unwrap_err().to_string().contains("`KiX` is not a unit"));
+/// ```
+pub fn parse_bytes(s: &str) -> crate::Result<usize> {
+    let bad = |why: String| crate::Error::invalid("parse_bytes", why);
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        bad(format!(
+            "`{t}` does not start with a number; write sizes like `4GiB`, `512MiB` or a number of bytes."
+        ))
+    })?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0f64.powi(3),
+        "t" | "tb" | "tib" => 1024.0f64.powi(4),
+        _ => {
+            return Err(bad(format!(
+                "`{}` is not a unit; use B, KiB, MiB, GiB or TiB (e.g. `64MiB`).",
+                unit.trim()
+            )))
+        }
+    };
+    let bytes = n * mult;
+    if bytes.is_finite() && bytes < usize::MAX as f64 {
+        Ok(bytes as usize)
+    } else {
+        Err(bad(format!("`{t}` is too large a size for this machine.")))
+    }
+}
+
 /// Formats a byte count for people: `"512 B"`, `"1.50 KiB"`, `"2.00 MiB"`,
 /// `"1.00 GiB"`, `"3.00 TiB"` (binary units, two decimals above 1 KiB).
 pub fn format_bytes(n: u64) -> String {
