@@ -124,7 +124,6 @@ impl Tensor {
                 self.copy_to(dtype, site)
             };
         }
-        device.check_available()?;
         let out = if device.is_cpu() && opts.non_blocking {
             // the copy lands after this returns: in pinned memory, as CUDA
             // needs, and every host read of it waits for the copy
