@@ -111,8 +111,9 @@ pub(crate) struct Accounting {
     pub prof: Option<crate::profiler::TransferScope>,
 }
 
-/// Start the bookkeeping of a copy named `op` from `src` to `dst`: count it
-/// in the ledger and open its profiler range.
+/// Start the bookkeeping of a copy named `op` of `bytes` from `src` to
+/// `dst` made at `site`: count it in the ledger (no row with the ledger
+/// off) and open its profiler range.
 pub(crate) fn account(
     op: &'static str,
     src: Device,
@@ -122,46 +123,24 @@ pub(crate) fn account(
     blocking: bool,
     site: &'static Location<'static>,
 ) -> Accounting {
-    Accounting {
-        cell: record(
-            Direction::between(&src, &dst),
+    let cell = enabled().then(|| {
+        let key = Key {
+            site_addr: std::ptr::from_ref(site) as usize,
+            dir: Direction::between(&src, &dst),
             src,
             dst,
-            bytes,
             pinned,
             blocking,
-            site,
-        ),
+        };
+        let cell = row(key, site);
+        cell.copies.fetch_add(1, Ordering::Relaxed);
+        cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        cell
+    });
+    Accounting {
+        cell,
         prof: crate::profiler::transfer_scope(op, src, dst, bytes, site),
     }
-}
-
-/// Count one copy of `bytes` from `src` to `dst` made at `site`; returns the
-/// row to add the copy's time to (`None` with the ledger off).
-fn record(
-    dir: Direction,
-    src: Device,
-    dst: Device,
-    bytes: usize,
-    pinned: bool,
-    blocking: bool,
-    site: &'static Location<'static>,
-) -> Option<&'static SiteCell> {
-    if !enabled() {
-        return None;
-    }
-    let key = Key {
-        site_addr: std::ptr::from_ref(site) as usize,
-        dir,
-        src,
-        dst,
-        pinned,
-        blocking,
-    };
-    let cell = row(key, site);
-    cell.copies.fetch_add(1, Ordering::Relaxed);
-    cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-    Some(cell)
 }
 
 fn collect(filter: impl Fn(&Key) -> bool) -> TransferStats {
