@@ -17,6 +17,13 @@ mod bench;
     about = "A tensor runtime with PyTorch's semantics and without its traps"
 )]
 struct Cli {
+    /// More log output: `-v` info, `-vv` debug, `-vvv` trace (`RUST_LOG`
+    /// overrides). tensorguard's warnings are shown by default.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors: no warnings, no progress bar.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,11 +48,33 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
     match cli.command {
         Command::Doctor { device } => exit(doctor(device.as_deref())),
-        Command::Bench { what } => exit(bench::run(what)),
+        Command::Bench { what } => exit(bench::run(what, cli.quiet)),
         Command::Memviz(opts) => exit(memviz::run(&opts).map(|report| print!("{report}"))),
     }
+}
+
+/// Install the logger, so that tensorguard's warnings (repeated copies,
+/// hidden synchronisations, `memory::watch`) and the CLI's own messages
+/// reach stderr: warnings by default, more with `-v`, only errors with `-q`.
+/// `RUST_LOG` (env_logger's syntax) overrides the level when set.
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => log::LevelFilter::Error,
+        (false, 0) => log::LevelFilter::Warn,
+        (false, 1) => log::LevelFilter::Info,
+        (false, 2) => log::LevelFilter::Debug,
+        (false, _) => log::LevelFilter::Trace,
+    };
+    let mut builder = env_logger::Builder::new();
+    builder.filter_level(level).format_timestamp(None);
+    if let Ok(spec) = std::env::var("RUST_LOG") {
+        builder.parse_filters(&spec);
+    }
+    // A second logger can only come from a test harness; keep the first.
+    let _ = builder.try_init();
 }
 
 /// The exit status of a command: errors are printed as one `error: ...`
@@ -93,6 +122,10 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
             .join(", ")
     );
     let wanted = only.map(Device::parse).transpose()?;
+    if let Some(w) = wanted {
+        // A device asked for by name must exist: say why it doesn't.
+        w.check_available()?;
+    }
     let kinds = [
         (DeviceKind::Cpu, Device::Cpu),
         (DeviceKind::Emulated, Device::Emulated(0)),
@@ -100,21 +133,17 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
     ];
     let mut failed = false;
     for (kind, first) in kinds {
-        if let Some(w) = wanted {
-            if w.kind() != kind {
-                continue;
-            }
-        }
-        let n = device::count(kind);
-        if n == 0 {
-            let why = match first.check_available() {
-                Err(e) => e.to_string(),
-                Ok(()) => "none found".to_string(),
-            };
-            println!("{first:<8} unavailable: {why}");
+        if wanted.is_some_and(|w| w.kind() != kind) {
             continue;
         }
-        for i in 0..n {
+        if let Err(e) = first.check_available() {
+            println!("{first:<8} unavailable: {e}");
+            // No GPU is a fact of the machine; emulated devices always exist
+            // unless their configuration (TENSORGUARD_EMULATED) is wrong.
+            failed |= kind == DeviceKind::Emulated;
+            continue;
+        }
+        for i in 0..device::count(kind) {
             let dev = match kind {
                 DeviceKind::Cpu => Device::Cpu,
                 DeviceKind::Emulated => Device::Emulated(i),
@@ -123,6 +152,7 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
             if wanted.is_some_and(|w| w != dev) {
                 continue;
             }
+            log::info!("{dev}: self-check (a view, an in-place write, a matmul, a reduction)");
             match self_check(&dev).and_then(|()| device::synchronize(&dev)) {
                 Ok(()) => println!(
                     "{dev:<8} ok: self-check passed; allocator: {} allocated, {} reserved",
@@ -138,7 +168,7 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
     }
     if failed {
         return Err(tensorguard::Error::Device(
-            "at least one device failed its self-check".into(),
+            "at least one device is misconfigured or failed its self-check (see above)".into(),
         ));
     }
     Ok(())

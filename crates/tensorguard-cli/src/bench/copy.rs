@@ -134,11 +134,30 @@ fn runs_for(args: &CopyArgs, bytes: usize) -> usize {
         .unwrap_or(if bytes <= 16 << 20 { 20 } else { 5 })
 }
 
+/// The most timed runs per case `--repeats` accepts: the median has long
+/// settled (the default is 20), and at 1 GiB this many copies already take
+/// minutes.
+pub const MAX_REPEATS: usize = 10_000;
+/// The most untimed runs per case `--warmup` accepts.
+pub const MAX_WARMUP: usize = 1_000;
+
+/// `--repeats` and `--warmup` within what can finish (a huge count would
+/// overflow the timing buffer or run for ever).
+fn check_counts(args: &CopyArgs) -> Result<(), String> {
+    match args.repeats {
+        Some(0) => return Err("bench copy: `--repeats 0` leaves nothing to take the median of. Use at least 1 (the default is 20 up to 16 MiB, 5 above).".into()),
+        Some(n) if n > MAX_REPEATS => return Err(format!("bench copy: `--repeats {n}` is more than the limit of {MAX_REPEATS} timed runs per case; that many copies of the larger sizes would not finish. Use at most {MAX_REPEATS} (the default is 20 up to 16 MiB, 5 above; the median settles long before).")),
+        _ => {}
+    }
+    if args.warmup > MAX_WARMUP {
+        return Err(format!("bench copy: `--warmup {}` is more than the limit of {MAX_WARMUP} untimed runs per case; that many would not finish. Use at most {MAX_WARMUP} (the default, 2, is enough to fill the caches).", args.warmup));
+    }
+    Ok(())
+}
+
 /// `tensorguard bench copy`.
 pub fn run_copy(args: &CopyArgs) -> Result<(), String> {
-    if args.repeats == Some(0) {
-        return Err("bench copy: `--repeats 0` leaves nothing to take the median of. Use at least 1 (the default is 20 up to 16 MiB, 5 above).".into());
-    }
+    check_counts(args)?;
     let mut sizes = match &args.sizes {
         Some(s) => parse_list(s)?,
         None => default_sizes(),

@@ -60,14 +60,17 @@ pub struct CopyArgs {
     /// `scripts/gpu_reference.py`) to print beside ours.
     #[arg(long)]
     pub reference: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
+    /// No progress bar (set by the global `-q/--quiet`).
+    #[arg(skip)]
     pub quiet: bool,
 }
 
-/// Run a `bench` sub-subcommand.
-pub fn run(cmd: BenchCommand) -> Result<(), String> {
+/// Run a `bench` sub-subcommand; `quiet` is the global `-q/--quiet`.
+pub fn run(cmd: BenchCommand, quiet: bool) -> Result<(), String> {
     match cmd {
-        BenchCommand::Copy(args) => run_copy(&args),
+        BenchCommand::Copy(mut args) => {
+            args.quiet |= quiet;
+            run_copy(&args)
+        }
     }
 }
