@@ -22,7 +22,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// assert!(matches!(err, Error::ShapeMismatch { op: "add", .. }));
 /// assert!(err.to_string().contains("[2, 3]"));
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Operand shapes do not fit together (broadcasting, matmul, cat, ...).
@@ -38,7 +38,7 @@ pub enum Error {
         hint: String,
     },
     /// Operands live on different devices.
-    #[error("{op}: argument `{arg}` is on {found} but the op runs on {expected} (called at {location}). Move it first with `{arg}.to(&Device::parse(\"{expected}\")?)?`, or create it on {expected}.")]
+    #[error("{op}: argument `{arg}` is on {found} but the op runs on {expected} (called at {location}). Move it first with `{arg}.to(&{})?`, or create it on {expected}.", expected.rust_expr())]
     DeviceMismatch {
         /// The op that failed.
         op: &'static str,
@@ -121,7 +121,7 @@ pub enum Error {
     /// A kernel failed on an asynchronous device. It is reported at the next
     /// synchronisation (a host read, `synchronize`, an event wait) or, with
     /// launch blocking on, by the op itself.
-    #[error("a kernel failed on {device} (stream {stream}): `{op}` called at {location}: {message}. Device work runs asynchronously, so this is reported at a later synchronisation; set TENSORGUARD_LAUNCH_BLOCKING=1 (or `device::set_launch_blocking(true)`) to have the failing op report it.")]
+    #[error("a kernel failed on {device} (stream {stream}): `{op}` called at {location}: {message}. {}", if *launch_blocking { "Launch blocking was on, so the failing op itself reported it (or, for work it queued without waiting, the next synchronisation). The tensors it wrote are poisoned: recreate them." } else { "Device work runs asynchronously, so this is reported at a later synchronisation; set TENSORGUARD_LAUNCH_BLOCKING=1 (or `device::set_launch_blocking(true)`) to have the failing op report it. The tensors it wrote are poisoned: recreate them." })]
     DeviceFault {
         /// The device.
         device: Device,
@@ -132,6 +132,25 @@ pub enum Error {
         /// Where the op was called.
         location: &'static Location<'static>,
         /// What went wrong.
+        message: String,
+        /// Whether launch blocking was on when the kernel ran.
+        launch_blocking: bool,
+    },
+    /// A tensor whose memory was written by a kernel that failed was read or
+    /// used: its values are not valid, and never will be (CUDA's sticky
+    /// error, scoped to the tensors the failed kernel wrote and to what was
+    /// computed from them).
+    #[error("{used_by}: this tensor on {device} holds no valid values, because the kernel that wrote it failed: `{op}` called at {location}: {message}. A failed write poisons the tensor's memory for good (its views and tensors computed from it included); recreate the tensor, e.g. by running `{op}` again with valid arguments.")]
+    Poisoned {
+        /// What tried to read or use the tensor (`to_vec`, `add`, ...).
+        used_by: &'static str,
+        /// The device of the poisoned memory.
+        device: Device,
+        /// The op whose kernel failed.
+        op: &'static str,
+        /// Where that op was called.
+        location: &'static Location<'static>,
+        /// What went wrong in it.
         message: String,
     },
     /// An in-place op on a leaf that requires grad (or on a view of one),
@@ -205,6 +224,15 @@ pub enum Error {
     /// An I/O error (files, snapshots, checkpoints).
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// `Debug` prints the same explanation as `Display` (so that
+/// `fn main() -> tensorguard::Result<()>` shows a readable message when an
+/// error escapes).
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl Error {

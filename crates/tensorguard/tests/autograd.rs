@@ -158,8 +158,18 @@ fn backward_with_on_any_shape() -> Result<()> {
     let y = x.mul(3.0)?;
     let err = y.backward_with(&f32s(&[1.0; 3], &[3]), false).unwrap_err();
     assert!(
-        matches!(err, Error::ShapeMismatch { op: "backward", .. }),
+        matches!(
+            err,
+            Error::ShapeMismatch {
+                op: "backward_with",
+                ..
+            }
+        ),
         "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("[3]") && err.to_string().contains("[2, 3]"),
+        "{err}"
     );
 
     // backward_with on a leaf accumulates the given gradient
@@ -1028,7 +1038,7 @@ fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
     assert_eq!(g.dtype(), DType::F32);
     assert_eq!(g.to_vec::<f32>()?, vec![3.0, 3.0]);
 
-    common::setup_emulated(1);
+    common::setup_emulated(2);
     let emu = Device::Emulated(0);
     let x = leaf32(&[1.0, 2.0], &[2]);
     let y = x.to(&emu)?.exp()?.sum()?;
@@ -1042,7 +1052,7 @@ fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
 
 #[test]
 fn autograd_on_the_emulated_device() -> Result<()> {
-    common::setup_emulated(1);
+    common::setup_emulated(2);
     let emu = Device::Emulated(0);
     let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3], &emu)?.requires_grad(true)?;
     let y = x.mul(2.0)?;
@@ -1069,5 +1079,60 @@ fn autograd_on_the_emulated_device() -> Result<()> {
     };
     assert_eq!(*node, "ExpBackward");
     assert!(tensor.contains("emu:0"), "{tensor}");
+    Ok(())
+}
+
+/// PyTorch's checks on the gradient given to backward: the output's shape
+/// and device; another dtype is cast to the output's.
+#[test]
+fn backward_with_checks_the_gradients_device_and_casts_its_dtype() -> Result<()> {
+    common::setup_emulated(2);
+    let emu = Device::Emulated(1);
+    // a cpu leaf (and a cpu result) given a gradient on emu:1
+    for through_node in [false, true] {
+        let l = leaf32(&[1.0, 2.0], &[2]);
+        let y = if through_node { l.mul(2.0)? } else { l.alias() };
+        let g = Tensor::ones([2], DType::F32, &emu)?;
+        let (err, line) = (y.backward_with(&g, false).unwrap_err(), line!());
+        match &err {
+            Error::DeviceMismatch {
+                op,
+                arg,
+                expected,
+                found,
+                location,
+            } => {
+                assert_eq!((*op, *arg), ("backward_with", "grad"), "{err}");
+                assert_eq!((*expected, *found), (CPU, emu), "{err}");
+                assert_eq!((location.file(), location.line()), (file!(), line));
+            }
+            other => panic!("expected DeviceMismatch, got {other}"),
+        }
+        assert!(l.grad().is_none(), "nothing was accumulated");
+        assert!(err.to_string().contains("grad.to(&Device::Cpu)?"), "{err}");
+    }
+    // an emu:1 result given a cpu gradient
+    let x = Tensor::from_slice(&[1.0f32, 2.0], [2], &emu)?.requires_grad(true)?;
+    let err = x
+        .mul(3.0)?
+        .backward_with(&f32s(&[1.0, 1.0], &[2]), false)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::DeviceMismatch { found: CPU, .. }),
+        "{err:?}"
+    );
+    // another dtype is cast (PyTorch's validate_outputs)
+    let l = leaf32(&[1.0, 2.0], &[2]);
+    let g = Tensor::from_vec(vec![2.0f64, -1.0], [2], &CPU)?;
+    l.mul(3.0)?.backward_with(&g, false)?;
+    let grad = l.grad().unwrap();
+    assert_eq!(grad.dtype(), DType::F32);
+    assert_eq!(grad.to_vec::<f32>()?, vec![6.0, -3.0]);
+    let l = leaf32(&[1.0, 2.0], &[2]);
+    l.backward_with(&Tensor::from_vec(vec![4i64, 5], [2], &CPU)?, false)?;
+    assert_eq!(l.grad().unwrap().dtype(), DType::F32);
+    assert_eq!(grad_vec(&l), vec![4.0, 5.0]);
+    drop(x);
+    common::assert_no_live_memory(&emu);
     Ok(())
 }

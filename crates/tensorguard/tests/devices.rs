@@ -167,6 +167,14 @@ fn emulated_config_parsing() {
         "1GiB,,2GiB",
         "-1x4GiB",
         "4 PiB",
+        // device counts and capacities out of range
+        "4294967296x1KiB",
+        "999999x1GiB",
+        "65x1MiB",
+        "0x1GiB",
+        "2x0",
+        "1GiB,0",
+        "1x2048TiB",
     ] {
         let err = EmulatedConfig::parse(bad).unwrap_err();
         assert!(
@@ -177,13 +185,69 @@ fn emulated_config_parsing() {
     }
 }
 
+#[test]
+fn emulated_config_limits() {
+    for (bad, needle) in [
+        ("4294967296x1KiB", "4294967296 devices"),
+        ("999999x1GiB", "999999 devices"),
+        ("0x1GiB", "0 devices"),
+        ("2x0", "capacity of 0 bytes"),
+        ("1x2048TiB", "1.00 PiB"),
+    ] {
+        let msg = EmulatedConfig::parse(bad).unwrap_err().to_string();
+        assert!(msg.contains(needle) && msg.contains(bad), "{msg}");
+    }
+    let msg = EmulatedConfig::parse("65x1MiB").unwrap_err().to_string();
+    assert!(msg.contains("1 to 64 emulated devices"), "{msg}");
+    assert_eq!(
+        EmulatedConfig::parse("64x1MiB").unwrap().capacities.len(),
+        64
+    );
+    // configure_emulated checks the same (before anything else, so these
+    // calls leave this process's configuration alone)
+    for config in [
+        EmulatedConfig::uniform(0, 1 << 20),
+        EmulatedConfig::uniform(device::MAX_EMULATED_DEVICES + 1, 1 << 20),
+        EmulatedConfig::uniform(2, 0),
+        EmulatedConfig::uniform(1, device::MAX_EMULATED_CAPACITY + 1),
+    ] {
+        let err = device::configure_emulated(config.clone()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert!(config.validate().is_err());
+    }
+    assert!(EmulatedConfig::uniform(2, 1 << 20).validate().is_ok());
+}
+
 /// Run by [`environment_variable_configures_devices`] in a child process
 /// with `TENSORGUARD_EMULATED` set to `TG_EXPECT`'s configuration.
 #[test]
 #[ignore = "run in a child process by environment_variable_configures_devices"]
 fn env_child() -> Result<()> {
-    let expect: Vec<usize> = std::env::var("TG_EXPECT")
-        .expect("TG_EXPECT is set by the parent test")
+    let expect = std::env::var("TG_EXPECT").expect("TG_EXPECT is set by the parent test");
+    if let Some(value) = expect.strip_prefix("error:") {
+        // an invalid configuration: no device, and every use says why
+        let err = device::emulated_config().unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("TENSORGUARD_EMULATED={value}")) && msg.contains("2x4GiB"),
+            "{msg}"
+        );
+        assert_eq!(device::count(DeviceKind::Emulated), 0);
+        for err in [
+            Device::Emulated(0).check_available().unwrap_err(),
+            Tensor::ones([1], DType::F32, &Device::Emulated(0)).unwrap_err(),
+            Stream::new(&Device::Emulated(0)).unwrap_err(),
+        ] {
+            assert!(matches!(err, Error::Device(_)), "{err:?}");
+            assert_eq!(err.to_string(), msg);
+        }
+        return Ok(());
+    }
+    assert_eq!(
+        device::emulated_config()?.capacities.len(),
+        expect.split(',').count()
+    );
+    let expect: Vec<usize> = expect
         .split(',')
         .map(|s| s.parse().expect("a number"))
         .collect();
@@ -209,8 +273,11 @@ fn environment_variable_configures_devices() {
     for (env, expect) in [
         (Some("3x4MiB"), "4194304,4194304,4194304"),
         (Some("64MiB,2MiB"), "67108864,2097152"),
-        // a bad value falls back to the default (with a warning)
-        (Some("lots"), "4294967296,4294967296"),
+        // a bad value is an error at every use (not a silent default)
+        (Some("lots"), "error:lots"),
+        (Some("4294967296x1KiB"), "error:4294967296x1KiB"),
+        (Some("999999x1GiB"), "error:999999x1GiB"),
+        (Some("0x1GiB"), "error:0x1GiB"),
         (None, "4294967296,4294967296"),
     ] {
         let mut cmd = std::process::Command::new(&exe);
@@ -262,9 +329,12 @@ fn assert_mismatch(err: Error, op: &str, arg: &str, expected: Device, found: Dev
         expected.to_string(),
         found.to_string(),
         format!("{}:{line}", file!()),
+        // the hint is code that compiles as written
+        format!("`{arg}.to(&{})?`", expected.rust_expr()),
     ] {
         assert!(msg.contains(&needle), "`{needle}` missing from: {msg}");
     }
+    assert!(!msg.contains("Device::parse"), "{msg}");
 }
 
 fn f32s(dev: &Device, shape: &[usize]) -> Result<Tensor> {
@@ -472,15 +542,11 @@ fn stream_and_event_mismatch() -> Result<()> {
         ),
         "{err:?}"
     );
+    // a stream may wait for another device's event (as in CUDA)
     let ev = s1.record_event()?;
-    let err = ev.wait(&s2).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::DeviceMismatch { expected, found, .. } if expected == e1 && found == e2
-        ),
-        "{err:?}"
-    );
+    ev.wait(&s2)?;
+    s2.synchronize()?;
+    assert!(ev.query());
     Ok(())
 }
 

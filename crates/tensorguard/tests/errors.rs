@@ -767,3 +767,66 @@ fn huge_random_tensor_is_out_of_memory() {
         Err(Error::OutOfMemory(_))
     ));
 }
+
+/// Errors that escape `main` (or a test) are printed with `Debug`: it
+/// shows the same explanation as `Display`, not the variant's fields.
+#[test]
+fn debug_prints_the_explanation() -> Result<()> {
+    let a = f32_tensor(&[2, 3])?;
+    let errs = vec![
+        a.add(&f32_tensor(&[4])?).unwrap_err(),
+        a.matmul(&a).unwrap_err(),
+        a.view([7]).unwrap_err(),
+        a.select(5, 0).unwrap_err(),
+        a.to_vec::<i64>().unwrap_err(),
+        a.item::<f32>().unwrap_err(),
+        Device::parse("gpu").unwrap_err(),
+        Tensor::zeros([2], DType::F32, &Device::Cuda(0)).unwrap_err(),
+        a.expand([2, 2, 3])?.add_(1.0).unwrap_err(),
+        f32_tensor(&[2])?
+            .requires_grad(true)?
+            .add_(1.0)
+            .unwrap_err(),
+        a.backward().unwrap_err(),
+        saved_tensor_modified()?,
+    ];
+    for err in errs {
+        let (debug, display) = (format!("{err:?}"), err.to_string());
+        assert_eq!(debug, display);
+        assert!(!debug.contains(" { "), "{debug}");
+    }
+    Ok(())
+}
+
+fn saved_tensor_modified() -> Result<Error> {
+    let x = f32_tensor(&[3])?.requires_grad(true)?;
+    let y = x.exp()?;
+    y.add_(1.0)?;
+    Ok(y.sum()?.backward().unwrap_err())
+}
+
+/// Run by [`an_error_escaping_main_prints_its_explanation`]: returns an
+/// error, as `fn main() -> tensorguard::Result<()>` would.
+#[test]
+#[ignore = "run in a child process by an_error_escaping_main_prints_its_explanation"]
+fn escaping_error_child() -> Result<()> {
+    Err(saved_tensor_modified()?)
+}
+
+#[test]
+fn an_error_escaping_main_prints_its_explanation() -> Result<()> {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--ignored", "--exact", "escaping_error_child"])
+        .output()
+        .expect("run the child test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let expected = saved_tensor_modified()?.to_string();
+    // the saved line differs from ours only in its call site
+    let head = &expected[..expected.find("at version").unwrap_or(expected.len())];
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains(&format!("Error: {head}")), "{text}");
+    assert!(!text.contains("SavedTensorModified {"), "{text}");
+    assert!(!text.contains("Location {"), "{text}");
+    Ok(())
+}

@@ -21,8 +21,10 @@ fn assert_fault(err: Error, op: &str, dev: Device, stream: u32, line: u32) {
             op: o,
             location,
             message,
+            launch_blocking,
         } => {
             assert_eq!((device, s, o), (dev, stream, op), "{msg}");
+            assert_eq!(launch_blocking, device::launch_blocking(), "{msg}");
             assert_eq!(
                 (location.file(), location.line()),
                 (file!(), line),
@@ -39,10 +41,205 @@ fn assert_fault(err: Error, op: &str, dev: Device, stream: u32, line: u32) {
         op.to_string(),
         dev.to_string(),
         format!("{}:{line}", file!()),
-        "TENSORGUARD_LAUNCH_BLOCKING=1".to_string(),
     ] {
         assert!(msg.contains(&needle), "`{needle}` missing from: {msg}");
     }
+    // the advice to turn launch blocking on only while it is off
+    assert_eq!(
+        msg.contains("TENSORGUARD_LAUNCH_BLOCKING=1"),
+        !device::launch_blocking(),
+        "{msg}"
+    );
+    if device::launch_blocking() {
+        assert!(msg.contains("Launch blocking was on"), "{msg}");
+    }
+}
+
+/// `err` is a Poisoned error: `used_by` read or used memory that the
+/// kernel of `op` called at `line` of this file failed to write.
+#[track_caller]
+fn assert_poisoned(err: Error, used_by: &str, op: &str, dev: Device, line: u32) {
+    let msg = err.to_string();
+    match err {
+        Error::Poisoned {
+            used_by: u,
+            device: d,
+            op: o,
+            location,
+            message,
+        } => {
+            assert_eq!((u, o, d), (used_by, op, dev), "{msg}");
+            assert_eq!(
+                (location.file(), location.line()),
+                (file!(), line),
+                "the error names the failed op's call: {msg}"
+            );
+            assert!(message.contains("out of range"), "{message}");
+        }
+        other => panic!("expected Poisoned ({used_by} of {op}), got {other:?}"),
+    }
+    for needle in [
+        used_by.to_string(),
+        format!("`{op}`"),
+        format!("{}:{line}", file!()),
+        "recreate".to_string(),
+    ] {
+        assert!(msg.contains(&needle), "`{needle}` missing from: {msg}");
+    }
+}
+
+/// A tensor written by a failed kernel is poisoned for good: every later
+/// read or use of it (and of its views, and of tensors computed from it by
+/// kernels queued before the fault was known) names the failed op.
+fn poisoned_tensors(x: &Tensor, bad: &Tensor) -> Result<()> {
+    let dev = x.device();
+    let other = Device::Emulated(1);
+    // 1. reported by synchronize, then read: an error, not stale memory
+    let (r, line) = (x.index_select(0, bad)?, line!());
+    assert!(matches!(
+        device::synchronize(&dev),
+        Err(Error::DeviceFault { .. })
+    ));
+    assert_poisoned(
+        r.to_vec::<f32>().unwrap_err(),
+        "to_vec",
+        "index_select",
+        dev,
+        line,
+    );
+    assert_poisoned(
+        r.to_vec::<f32>().unwrap_err(),
+        "to_vec",
+        "index_select",
+        dev,
+        line,
+    );
+    let view = r.slice(0, 1..)?;
+    assert_poisoned(
+        view.to_vec::<f32>().unwrap_err(),
+        "to_vec",
+        "index_select",
+        dev,
+        line,
+    );
+    assert_poisoned(
+        view.slice(1, 0..1)?.item::<f32>().unwrap_err(),
+        "item",
+        "index_select",
+        dev,
+        line,
+    );
+    let shown = format!("{r}");
+    assert!(
+        shown.contains("index_select") && shown.contains("recreate"),
+        "{shown}"
+    );
+    // used by ops: refused at launch
+    assert_poisoned(r.sum().unwrap_err(), "sum", "index_select", dev, line);
+    assert_poisoned(
+        x.add(&view.view([2])?).unwrap_err(),
+        "add",
+        "index_select",
+        dev,
+        line,
+    );
+    // overwritten in place: still refused (poison is permanent)
+    assert_poisoned(
+        r.fill_(0.0).unwrap_err(),
+        "fill_",
+        "index_select",
+        dev,
+        line,
+    );
+    assert_poisoned(r.zero_().unwrap_err(), "fill_", "index_select", dev, line);
+    assert_poisoned(
+        r.copy_(&x.slice(0, 0..2)?).unwrap_err(),
+        "copy_",
+        "index_select",
+        dev,
+        line,
+    );
+    // copied elsewhere: refused
+    assert_poisoned(
+        r.to(&Device::Cpu).unwrap_err(),
+        "to",
+        "index_select",
+        dev,
+        line,
+    );
+    assert_poisoned(r.to(&other).unwrap_err(), "to", "index_select", dev, line);
+    // other tensors are untouched
+    assert_eq!(x.sum()?.item::<f32>()?, 28.0);
+
+    // 2. kernels queued before the fault was known poison their outputs
+    // with the original cause: an op, a copy to another device, a copy to
+    // the host
+    // (slow work first keeps the stream busy, so the faulting kernel has
+    // not run yet when the next ops are queued; should it have run, the
+    // launches are refused instead, with the same cause)
+    let busy = Tensor::full([256, 256], 1.0 / 256.0, DType::F32, &dev)?;
+    let mut slow = busy.matmul(&busy)?;
+    for _ in 0..8 {
+        slow = slow.matmul(&busy)?;
+    }
+    let (r, line) = (x.index_select(0, bad)?, line!());
+    let queued = (r.mul(2).and_then(|t| t.add(1)), r.to(&other));
+    match queued {
+        (Ok(m), Ok(on_other)) => {
+            // the fault is reported once, by the first synchronisation
+            assert_fault(m.to_vec::<f32>().unwrap_err(), "index_select", dev, 0, line);
+            assert_poisoned(
+                m.to_vec::<f32>().unwrap_err(),
+                "to_vec",
+                "index_select",
+                dev,
+                line,
+            );
+            let err = on_other.to_vec::<f32>().unwrap_err();
+            assert_poisoned(err, "to_vec", "index_select", dev, line);
+            device::synchronize(&other)?; // no fault of its own on emu:1
+        }
+        (m, c) => {
+            for err in [m.err(), c.err()].into_iter().flatten() {
+                assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+            }
+            assert!(device::synchronize(&dev).is_err());
+        }
+    }
+    drop(slow);
+    device::synchronize(&dev)?;
+    let (r, line) = (x.index_select(0, bad)?, line!());
+    assert_fault(
+        r.to(&Device::Cpu).unwrap_err(),
+        "index_select",
+        dev,
+        0,
+        line,
+    );
+
+    // 3. a failed in-place op poisons the tensor it wrote
+    let t = Tensor::zeros([4, 2], DType::F32, &dev)?;
+    let src = Tensor::ones([2, 2], DType::F32, &dev)?;
+    let (_, line) = (t.index_add_(0, bad, &src)?, line!());
+    assert_fault(
+        device::synchronize(&dev).unwrap_err(),
+        "index_add_",
+        dev,
+        0,
+        line,
+    );
+    assert_poisoned(
+        t.to_vec::<f32>().unwrap_err(),
+        "to_vec",
+        "index_add_",
+        dev,
+        line,
+    );
+    // its inputs are not poisoned
+    assert_eq!(src.sum()?.item::<f32>()?, 4.0);
+    assert_eq!(bad.to_vec::<i64>()?, vec![0, 9]);
+    device::synchronize(&dev)?;
+    Ok(())
 }
 
 #[test]
@@ -131,7 +328,10 @@ fn faults_surface_at_sync_once_or_at_the_op_with_launch_blocking() -> Result<()>
         let err = device::synchronize(&dev).unwrap_err();
         assert_fault(err, "index_select", dev, 0, line);
 
-        // 6. launch blocking: the faulting op returns the fault itself
+        // 6. poisoned tensors
+        poisoned_tensors(&x, &bad)?;
+
+        // 7. launch blocking: the faulting op returns the fault itself
         device::set_launch_blocking(true);
         assert!(device::launch_blocking());
         let (err, line) = (x.index_select(0, &bad).unwrap_err(), line!());

@@ -4,7 +4,7 @@
 //! on is never handed out again while that stream may still read it.
 //!
 //! The emulated devices of this process are configured once by [`setup`]
-//! (seven devices); every test owns its device, so it can check that it
+//! (nine devices); every test owns its device, so it can check that it
 //! leaves no live device memory behind.
 
 mod common;
@@ -15,7 +15,7 @@ use tensorguard::device::{self, Event, Stream};
 use tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
 fn setup() {
-    common::setup_emulated(7);
+    common::setup_emulated(9);
 }
 
 /// A 256x256 matrix whose powers stay finite (entries 1/256).
@@ -187,7 +187,10 @@ fn event_timing() -> Result<()> {
         end.synchronize()?;
         let ms = start.elapsed_time(&end)?;
         assert!(ms > 0.0, "two matmuls take time: {ms} ms");
-        assert!(end.elapsed_time(&start)? < 0.0, "reversed: negative");
+        // reversed: an error, not a negative time
+        let err = end.elapsed_time(&start).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert!(err.to_string().contains("before the start"), "{err}");
         assert_eq!(start.elapsed_time(&start)?, 0.0);
         // (1/256 ones)^3 summed: every entry is 1/256
         let total = r.sum()?.item::<f32>()?;
@@ -384,5 +387,128 @@ fn cross_stream_use_keeps_memory_until_the_other_stream_is_done() -> Result<()> 
     assert_no_live_memory(&dev);
     memory::empty_cache(&dev);
     assert_eq!(memory::reserved(&dev), 0);
+    Ok(())
+}
+
+/// The current stream is that of the newest live guard, whatever the order
+/// guards are dropped in (struct fields drop first to last, a `Vec` front
+/// to back: the reverse of nesting).
+#[test]
+fn stream_guards_dropped_in_any_order() -> Result<()> {
+    setup();
+    let dev = Device::Emulated(7);
+    let other = Device::Emulated(8);
+    let default = Stream::default_stream(&dev);
+    let s: Vec<Stream> = (0..3).map(|_| Stream::new(&dev)).collect::<Result<_>>()?;
+    let o = Stream::new(&other)?;
+    assert!(s[0] != s[1] && s[1] != s[2] && s[0] != s[2]);
+
+    // a Vec of guards drops oldest first
+    let guards: Vec<_> = s.iter().map(|x| x.make_current()).collect();
+    assert_eq!(Stream::current(&dev), s[2]);
+    drop(guards);
+    assert_eq!(Stream::current(&dev), default);
+
+    // struct fields drop in declaration order
+    struct Two {
+        _a: tensorguard::device::StreamGuard,
+        _b: tensorguard::device::StreamGuard,
+    }
+    let two = Two {
+        _a: s[0].make_current(),
+        _b: s[1].make_current(),
+    };
+    assert_eq!(Stream::current(&dev), s[1]);
+    drop(two);
+    assert_eq!(Stream::current(&dev), default);
+
+    // dropping a middle guard keeps the newest; dropping the newest falls
+    // back to the newest still alive; other devices are untouched
+    let g0 = s[0].make_current();
+    let go = o.make_current();
+    let g1 = s[1].make_current();
+    let g2 = s[2].make_current();
+    drop(g1);
+    assert_eq!(Stream::current(&dev), s[2]);
+    drop(g2);
+    assert_eq!(Stream::current(&dev), s[0]);
+    assert_eq!(Stream::current(&other), o);
+    drop(g0);
+    assert_eq!(Stream::current(&dev), default);
+    assert_eq!(Stream::current(&other), o);
+    drop(go);
+    assert_eq!(Stream::current(&other), Stream::default_stream(&other));
+
+    // work goes where the current stream says
+    let t = {
+        let _g0 = s[0].make_current();
+        let g1 = s[1].make_current();
+        let _g2 = s[2].make_current();
+        drop(g1);
+        let t = Tensor::ones([4], DType::F32, &dev)?.add(1)?;
+        s[2].synchronize()?;
+        t
+    };
+    assert_eq!(t.to_vec::<f32>()?, vec![2.0; 4]);
+    drop(t);
+    assert_no_live_memory(&dev);
+    Ok(())
+}
+
+/// Events across devices: a stream may wait for another device's event
+/// (as CUDA allows); timing between devices is an error.
+#[test]
+fn events_across_devices() -> Result<()> {
+    setup();
+    let (a, b) = (Device::Emulated(7), Device::Emulated(8));
+    {
+        let sa = Stream::current(&a);
+        let sb = Stream::current(&b);
+        // `x` is written on emu:7; emu:8's stream waits for it, then
+        // copies it over (the copy is queued on emu:8's stream)
+        let x = slow(&matrix(&a)?, 2)?.sum()?;
+        let ev = sa.record_event()?;
+        ev.wait(&sb)?;
+        let y = x.to(&b)?;
+        assert!((y.item::<f32>()? - 256.0).abs() < 1e-2);
+        // the cpu's stream waits on the host
+        let e2 = sa.record_event()?;
+        e2.wait(&Stream::current(&Device::Cpu))?;
+        assert!(e2.query());
+
+        // timing across devices is refused
+        let (t0, t1) = (Event::new(true), Event::new(true));
+        t0.record(&sa)?;
+        t1.record(&sb)?;
+        t1.synchronize()?;
+        t0.synchronize()?;
+        let err = t0.elapsed_time(&t1).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("emu:7") && msg.contains("emu:8") && msg.contains("same device"),
+            "{msg}"
+        );
+        // an end event recorded before the start, on one stream
+        let (first, second) = (Event::new(true), Event::new(true));
+        second.record(&sa)?;
+        let _w = matrix(&a)?.matmul(&matrix(&a)?)?;
+        first.record(&sa)?;
+        first.synchronize()?;
+        assert!(first.elapsed_time(&second).is_err());
+        assert!(second.elapsed_time(&first)? >= 0.0);
+        // an event recorded but not completed yet
+        let (p, q) = (Event::new(true), Event::new(true));
+        p.record(&sa)?;
+        let _slow = slow(&matrix(&a)?, 3)?;
+        q.record(&sa)?;
+        if let Err(e) = p.elapsed_time(&q) {
+            assert!(e.to_string().contains("not completed"), "{e}");
+        }
+        q.synchronize()?;
+        assert!(p.elapsed_time(&q)? > 0.0);
+    }
+    assert_no_live_memory(&a);
+    assert_no_live_memory(&b);
     Ok(())
 }

@@ -65,16 +65,35 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     };
     let g = match grad {
         Some(g) => {
+            // PyTorch's `_make_grads` and `validate_outputs`: the same
+            // shape, the same device; another dtype is cast
             if g.shape() != root.shape() {
                 return Err(Error::ShapeMismatch {
-                    op: "backward",
+                    op: "backward_with",
                     lhs: root.shape().to_vec(),
                     rhs: g.shape().to_vec(),
-                    hint: "the gradient given to backward_with must have the shape of the tensor."
-                        .into(),
+                    hint: format!(
+                        "the gradient (called at {site}) has shape {:?} but the tensor it is the gradient of has shape {:?}; they must be the same. Pass a gradient of shape {:?}.",
+                        g.shape(),
+                        root.shape(),
+                        root.shape()
+                    ),
                 });
             }
-            g.detach()
+            if g.device() != root.device() {
+                return Err(Error::DeviceMismatch {
+                    op: "backward_with",
+                    arg: "grad",
+                    expected: root.device(),
+                    found: g.device(),
+                    location: site,
+                });
+            }
+            if g.dtype() != root.dtype() {
+                g.detach().to_dtype(root.dtype())?
+            } else {
+                g.detach()
+            }
         }
         None => {
             if root.numel() != 1 {

@@ -334,8 +334,10 @@ impl Tensor {
         engine::backward(self, None, false)
     }
 
-    /// [`backward`](Tensor::backward) with the gradient of `self` given (any
-    /// shape) and whether to keep the graph for another backward.
+    /// [`backward`](Tensor::backward) with the gradient of `self` given
+    /// and whether to keep the graph for another backward. As in PyTorch,
+    /// `grad` must have the shape of `self` and be on its device; a `grad`
+    /// of another dtype is cast to `self`'s.
     #[track_caller]
     pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) -> Result<()> {
         engine::backward(self, Some(grad), retain_graph)

@@ -131,18 +131,26 @@ static CPU: LazyLock<Cpu> = LazyLock::new(|| Cpu {
     ),
 });
 
-static EMULATED: OnceLock<Vec<Emulated>> = OnceLock::new();
+/// The emulated devices, or why their configuration is invalid.
+static EMULATED: OnceLock<std::result::Result<Vec<Emulated>, String>> = OnceLock::new();
 
-/// The emulated devices, configured on first use.
-pub(crate) fn emulated_devices() -> &'static [Emulated] {
-    EMULATED.get_or_init(|| {
-        let cfg = super::config::emulated_config();
-        cfg.capacities
-            .iter()
-            .enumerate()
-            .map(|(i, &cap)| Emulated::new(i, cap))
-            .collect()
-    })
+/// The emulated devices, configured on first use; an invalid configuration
+/// (`TENSORGUARD_EMULATED`) is returned as an error by every use.
+pub(crate) fn emulated_devices() -> Result<&'static [Emulated]> {
+    EMULATED
+        .get_or_init(|| {
+            super::config::emulated_config()
+                .map(|cfg| {
+                    cfg.capacities
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &cap)| Emulated::new(i, cap))
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_deref()
+        .map_err(|e| Error::Device(e.clone()))
 }
 
 /// True once the emulated devices exist (their configuration is fixed).
@@ -155,7 +163,7 @@ pub(crate) fn backend(device: &Device) -> Result<&'static dyn Backend> {
     match device {
         Device::Cpu => Ok(&*CPU),
         Device::Emulated(n) => {
-            let devs = emulated_devices();
+            let devs = emulated_devices()?;
             devs.get(*n).map(|d| d as &dyn Backend).ok_or_else(|| {
                 Error::Device(format!(
                     "emu:{n} does not exist: {} emulated device(s) are configured (emu:0 to emu:{}). Set TENSORGUARD_EMULATED (e.g. `4x2GiB`) or call `device::configure_emulated` before first use to have more.",

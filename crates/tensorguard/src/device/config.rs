@@ -33,8 +33,17 @@ impl Default for EmulatedConfig {
     }
 }
 
+/// The most emulated devices a configuration may have (each stream of a
+/// device is a host thread).
+pub const MAX_EMULATED_DEVICES: usize = 64;
+
+/// The largest capacity of one emulated device: 1 PiB (memory is taken from
+/// the host only as tensors need it, but sizes past this are typos).
+pub const MAX_EMULATED_CAPACITY: usize = 1 << 50;
+
 impl EmulatedConfig {
-    /// `count` devices of `capacity` bytes each.
+    /// `count` devices of `capacity` bytes each (checked by
+    /// [`configure_emulated`] and [`EmulatedConfig::validate`]).
     pub fn uniform(count: usize, capacity: usize) -> Self {
         EmulatedConfig {
             capacities: vec![capacity; count],
@@ -42,24 +51,84 @@ impl EmulatedConfig {
     }
 
     /// Parse `NxSIZE` (e.g. `2x4GiB`) or a comma-separated list of sizes.
+    /// The result is [validated](EmulatedConfig::validate): 1 to
+    /// [`MAX_EMULATED_DEVICES`] devices of 1 byte to
+    /// [`MAX_EMULATED_CAPACITY`] each.
+    ///
+    /// ```
+    /// use tensorguard::device::EmulatedConfig;
+    /// assert!(EmulatedConfig::parse("4294967296x1KiB").is_err()); // too many devices
+    /// assert!(EmulatedConfig::parse("0x1GiB").is_err());
+    /// assert!(EmulatedConfig::parse("2x0").is_err());
+    /// ```
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = || {
+        let bad = |why: String| {
             Error::invalid(
                 "EmulatedConfig::parse",
-                format!("`{s}` is not an emulated-device configuration. Write `COUNTxSIZE` like `2x4GiB`, or one size per device like `4GiB,512MiB`."),
+                format!("`{s}` is not an emulated-device configuration: {why} Write `COUNTxSIZE` like `2x4GiB`, or one size per device like `4GiB,512MiB`."),
             )
         };
-        if let Some((count, size)) = s.split_once(['x', 'X']) {
-            let count: usize = count.trim().parse().map_err(|_| bad())?;
-            let size = parse_bytes(size).map_err(|_| bad())?;
-            return Ok(EmulatedConfig::uniform(count, size));
+        let config = if let Some((count, size)) = s.split_once(['x', 'X']) {
+            let count: usize = count
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{}` is not a number of devices.", count.trim())))?;
+            // checked before anything the size of `count` is built
+            check_count(count).map_err(bad)?;
+            let size = parse_bytes(size).map_err(|e| bad(reason(e)))?;
+            EmulatedConfig::uniform(count, size)
+        } else {
+            let capacities = s
+                .split(',')
+                .map(parse_bytes)
+                .collect::<Result<Vec<_>>>()
+                .map_err(|e| bad(reason(e)))?;
+            EmulatedConfig { capacities }
+        };
+        config.check().map_err(bad)?;
+        Ok(config)
+    }
+
+    /// `Ok` when this configuration can be used: 1 to
+    /// [`MAX_EMULATED_DEVICES`] devices, each of 1 byte to
+    /// [`MAX_EMULATED_CAPACITY`].
+    pub fn validate(&self) -> Result<()> {
+        self.check().map_err(|why| {
+            Error::invalid(
+                "configure_emulated",
+                format!("{why} Use e.g. `EmulatedConfig::uniform(2, 4 << 30)`."),
+            )
+        })
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        check_count(self.capacities.len())?;
+        for (i, &cap) in self.capacities.iter().enumerate() {
+            if cap == 0 || cap > MAX_EMULATED_CAPACITY {
+                return Err(format!(
+                    "emu:{i} would have a capacity of {cap} bytes, but a capacity must be between 1 byte and {} ({MAX_EMULATED_CAPACITY} bytes).",
+                    crate::memory::format_bytes(MAX_EMULATED_CAPACITY as u64)
+                ));
+            }
         }
-        let capacities = s
-            .split(',')
-            .map(parse_bytes)
-            .collect::<Result<Vec<_>>>()
-            .map_err(|_| bad())?;
-        Ok(EmulatedConfig { capacities })
+        Ok(())
+    }
+}
+
+fn check_count(count: usize) -> std::result::Result<(), String> {
+    if count == 0 || count > MAX_EMULATED_DEVICES {
+        return Err(format!(
+            "{count} devices were asked for, but there can be 1 to {MAX_EMULATED_DEVICES} emulated devices (each runs its streams on host threads)."
+        ));
+    }
+    Ok(())
+}
+
+/// The explanation inside an `InvalidArgument` (without its op prefix).
+fn reason(e: Error) -> String {
+    match e {
+        Error::InvalidArgument { message, .. } => message,
+        other => other.to_string(),
     }
 }
 
@@ -70,6 +139,7 @@ static CONFIG: Mutex<Option<EmulatedConfig>> = Mutex::new(None);
 /// Fails once an emulated device has been used: the devices and their
 /// allocators exist from then on.
 pub fn configure_emulated(config: EmulatedConfig) -> Result<()> {
+    config.validate()?;
     let mut slot = CONFIG.lock();
     if emulated_started() {
         return Err(Error::Device(
@@ -80,15 +150,27 @@ pub fn configure_emulated(config: EmulatedConfig) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn emulated_config() -> EmulatedConfig {
+/// The configuration of the emulated devices: the one given to
+/// [`configure_emulated`], else `TENSORGUARD_EMULATED`'s, else the default
+/// (two devices of 4 GiB). An invalid `TENSORGUARD_EMULATED` is an error
+/// here, and every use of an emulated device returns it (`tensorguard
+/// doctor` prints it).
+///
+/// ```
+/// let config = tensorguard::device::emulated_config();
+/// assert!(config.is_ok_and(|c| !c.capacities.is_empty()));
+/// ```
+pub fn emulated_config() -> Result<EmulatedConfig> {
     if let Some(c) = CONFIG.lock().clone() {
-        return c;
+        return Ok(c);
     }
     match std::env::var("TENSORGUARD_EMULATED") {
-        Ok(v) => EmulatedConfig::parse(&v).unwrap_or_else(|e| {
-            log::warn!("{e} Using the default configuration.");
-            EmulatedConfig::default()
+        Ok(v) => EmulatedConfig::parse(&v).map_err(|e| {
+            Error::Device(format!(
+                "TENSORGUARD_EMULATED={v} is invalid, so no emulated device exists: {}",
+                reason(e)
+            ))
         }),
-        Err(_) => EmulatedConfig::default(),
+        Err(_) => Ok(EmulatedConfig::default()),
     }
 }

@@ -37,7 +37,28 @@ fn internal(what: &str) -> Error {
 /// dtype differs from what the kernel produces are written through a
 /// temporary and cast. Runs on the calling thread: the caller is the host
 /// for the cpu, a stream worker for an asynchronous device.
+///
+/// An operand written by a failed kernel (poisoned) is not read: the
+/// outputs are poisoned with the same cause and [`Error::Poisoned`] is
+/// returned (a kernel queued before the fault was known).
 pub(crate) fn execute(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+    stream: StreamId,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    if let Some(p) = ins.iter().chain(outs).find_map(|a| a.storage.poisoned()) {
+        let p = std::sync::Arc::clone(p);
+        for o in outs {
+            o.storage.poison(&p);
+        }
+        return Err(p.error(kernel.name()));
+    }
+    execute_unpoisoned(kernel, outs, ins, stream, site)
+}
+
+fn execute_unpoisoned(
     kernel: &Kernel,
     outs: &[Arg<'_>],
     ins: &[Arg<'_>],

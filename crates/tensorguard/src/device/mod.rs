@@ -10,7 +10,10 @@ pub(crate) mod kernel;
 mod stream;
 
 pub use backend::launch_blocking;
-pub use config::{configure_emulated, EmulatedConfig};
+pub use config::{
+    configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
+    MAX_EMULATED_DEVICES,
+};
 pub(crate) use emulated::on_stream_worker;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
@@ -80,6 +83,22 @@ impl Device {
         }
     }
 
+    /// The Rust expression that makes this device (`Device::Emulated(0)`),
+    /// for hints in error messages.
+    ///
+    /// ```
+    /// use tensorguard::Device;
+    /// assert_eq!(Device::Emulated(1).rust_expr(), "Device::Emulated(1)");
+    /// assert_eq!(Device::Cpu.rust_expr(), "Device::Cpu");
+    /// ```
+    pub fn rust_expr(&self) -> String {
+        match self {
+            Device::Cpu => "Device::Cpu".to_string(),
+            Device::Emulated(n) => format!("Device::Emulated({n})"),
+            Device::Cuda(n) => format!("Device::Cuda({n})"),
+        }
+    }
+
     /// True for the host.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Device::Cpu)
@@ -94,11 +113,12 @@ impl Device {
 }
 
 /// How many devices of `kind` are usable now (always 1 for cpu; the
-/// configured number of emulated devices; 0 CUDA devices in this build).
+/// configured number of emulated devices, 0 when their configuration is
+/// invalid (see [`emulated_config`]); 0 CUDA devices in this build).
 pub fn count(kind: DeviceKind) -> usize {
     match kind {
         DeviceKind::Cpu => 1,
-        DeviceKind::Emulated => backend::emulated_devices().len(),
+        DeviceKind::Emulated => backend::emulated_devices().map_or(0, |d| d.len()),
         DeviceKind::Cuda => 0,
     }
 }

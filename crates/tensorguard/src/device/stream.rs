@@ -16,7 +16,11 @@ use super::{Device, StreamId};
 use crate::error::{Error, Result};
 
 thread_local! {
-    static CURRENT: RefCell<Vec<(Device, StreamId)>> = const { RefCell::new(Vec::new()) };
+    /// The live stream guards of this thread, oldest first: (guard id,
+    /// device, stream). A device's current stream is that of its newest
+    /// live guard, whatever order guards are dropped in.
+    static CURRENT: RefCell<Vec<(u64, Device, StreamId)>> = const { RefCell::new(Vec::new()) };
+    static NEXT_GUARD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The current stream of `device` on this thread (0 unless a
@@ -28,22 +32,32 @@ pub(crate) fn current_stream_id(device: &Device) -> StreamId {
     CURRENT.with(|c| {
         c.borrow()
             .iter()
-            .find(|(d, _)| d == device)
-            .map_or(0, |e| e.1)
+            .rev()
+            .find(|(_, d, _)| d == device)
+            .map_or(0, |e| e.2)
     })
 }
 
-fn set_current(device: Device, id: StreamId) -> StreamId {
-    CURRENT.with(|c| {
+/// Push a guard's entry; returns its id.
+fn push_current(device: Device, id: StreamId) -> u64 {
+    let gid = NEXT_GUARD.with(|n| {
+        let g = n.get();
+        n.set(g + 1);
+        g
+    });
+    CURRENT.with(|c| c.borrow_mut().push((gid, device, id)));
+    gid
+}
+
+/// Remove the entry of guard `gid` (wherever it is in the stack).
+fn pop_current(gid: u64) {
+    // `try_with`: a guard dropped while the thread's locals are destroyed
+    let _ = CURRENT.try_with(|c| {
         let mut c = c.borrow_mut();
-        match c.iter_mut().find(|(d, _)| *d == device) {
-            Some(e) => std::mem::replace(&mut e.1, id),
-            None => {
-                c.push((device, id));
-                0
-            }
+        if let Some(i) = c.iter().rposition(|e| e.0 == gid) {
+            c.remove(i);
         }
-    })
+    });
 }
 
 /// An ordered queue of work on a device (PyTorch's `torch.cuda.Stream`).
@@ -105,11 +119,13 @@ impl Stream {
 
     /// Make this the current stream of its device on this thread until the
     /// guard is dropped (PyTorch's `with torch.cuda.stream(s):`).
+    ///
+    /// Guards nest like PyTorch's context managers, and may be dropped in
+    /// any order: the current stream is always that of the most recently
+    /// created guard of the device that is still alive.
     pub fn make_current(&self) -> StreamGuard {
-        let prev = set_current(self.device, self.id);
         StreamGuard {
-            device: self.device,
-            prev,
+            id: push_current(self.device, self.id),
             _not_send: std::marker::PhantomData,
         }
     }
@@ -165,18 +181,19 @@ impl Stream {
     }
 }
 
-/// Restores the previous current stream when dropped. The current stream
-/// is per thread, so the guard cannot be sent to another thread.
+/// Keeps a stream current while it lives; when dropped, the device's
+/// current stream is that of the newest guard still alive (or the default
+/// stream). The current stream is per thread, so the guard cannot be sent
+/// to another thread.
 #[must_use = "the stream stays current only while the guard lives"]
 pub struct StreamGuard {
-    device: Device,
-    prev: StreamId,
+    id: u64,
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        set_current(self.device, self.prev);
+        pop_current(self.id);
     }
 }
 
@@ -241,21 +258,18 @@ impl Event {
     }
 
     /// Make future work on `stream` wait until this event has completed.
+    /// The stream may be on another device than the event (as
+    /// `cudaStreamWaitEvent` allows); the host does not block, except
+    /// when the waiting stream is the cpu's (which runs synchronously).
     #[track_caller]
     pub fn wait(&self, stream: &Stream) -> Result<()> {
         let Some((dev, sid, seq)) = *self.0.mark.lock() else {
             return Ok(()); // an unrecorded event is complete, as in CUDA
         };
-        if dev != stream.device {
-            return Err(Error::DeviceMismatch {
-                op: "Event::wait",
-                arg: "stream",
-                expected: dev,
-                found: stream.device,
-                location: Location::caller(),
-            });
+        if dev == stream.device {
+            return backend(&dev)?.stream_wait(stream.id, sid, seq);
         }
-        backend(&dev)?.stream_wait(stream.id, sid, seq)
+        backend(&stream.device)?.stream_wait_on(stream.id, &dev, sid, seq)
     }
 
     /// Block the host until the event has completed; returns a fault raised
@@ -275,30 +289,51 @@ impl Event {
         }
     }
 
-    /// Milliseconds between this event and `end`, both recorded with timing
-    /// and completed.
+    /// Milliseconds between this event and `end` (PyTorch's
+    /// `start.elapsed_time(end)`): both created with timing
+    /// (`Event::new(true)`), recorded on the same device, and completed;
+    /// `end` must have completed after `self`.
     pub fn elapsed_time(&self, end: &Event) -> Result<f64> {
-        let not_ready = |what: &str| {
-            Error::invalid(
-                "elapsed_time",
-                format!("the {what} event has no time: create both events with `Event::new(true)`, record them, and synchronize the end event first."),
-            )
-        };
+        let op = "elapsed_time";
+        for (what, e) in [("start", self), ("end", end)] {
+            if !e.0.timing {
+                return Err(Error::invalid(
+                    op,
+                    format!("the {what} event was created without timing. Create both events with `Event::new(true)`."),
+                ));
+            }
+        }
         // one lock at a time: `end` may be `self` (the lock is not reentrant)
+        let start_mark = *self.0.mark.lock();
+        let end_mark = *end.0.mark.lock();
+        let (Some((sdev, ..)), Some((edev, ..))) = (start_mark, end_mark) else {
+            let what = if start_mark.is_none() { "start" } else { "end" };
+            return Err(Error::invalid(
+                op,
+                format!("the {what} event has not been recorded. Record both events on a stream (`event.record(&stream)?`) before asking for the time between them."),
+            ));
+        };
+        if sdev != edev {
+            return Err(Error::invalid(
+                op,
+                format!("the start event was recorded on {sdev} and the end event on {edev}; the time between events is only defined on one device. Record both on streams of the same device."),
+            ));
+        }
         let start_time = *self.0.time.lock();
         let end_time = *end.0.time.lock();
         let (Some(a), Some(b)) = (start_time, end_time) else {
-            return Err(not_ready(if start_time.is_none() {
-                "start"
-            } else {
-                "end"
-            }));
+            let what = if start_time.is_none() { "start" } else { "end" };
+            return Err(Error::invalid(
+                op,
+                format!("the {what} event has not completed yet. Wait for it first (`end.synchronize()?`)."),
+            ));
         };
-        let ms = if b >= a {
-            (b - a).as_secs_f64() * 1e3
-        } else {
-            -((a - b).as_secs_f64() * 1e3)
-        };
-        Ok(ms)
+        if b < a {
+            return Err(Error::invalid(
+                op,
+                format!("the end event completed {:.3} ms before the start event, so the time between them would be negative. Record the start event before the end event (on one stream, or order the streams with `wait_event`).", (a - b).as_secs_f64() * 1e3),
+            ));
+        }
+        Ok((b - a).as_secs_f64() * 1e3)
     }
 }

@@ -96,6 +96,11 @@ pub(crate) fn launch(
             });
         }
     }
+    // memory written by a failed kernel is never read, nor written again
+    // (a kernel already queued that reads it poisons its outputs instead)
+    for t in outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t)) {
+        t.storage().check_poison(op_name(kernel, inplace))?;
+    }
     let prof = crate::profiler::op_begin(op_name(kernel, inplace), device, site, || {
         input_facts(outs, ins, inplace)
     });
@@ -106,7 +111,7 @@ pub(crate) fn launch(
             o.t.storage().sync_for_host_write()?;
         }
         for i in ins {
-            i.t.storage().sync_for_host_read()?;
+            i.t.storage().sync_for_host_read(op_name(kernel, inplace))?;
         }
         let o: SmallVec<[Arg<'_>; 2]> = outs
             .iter()

@@ -254,6 +254,9 @@ fn transfer_into(
     site: &'static Location<'static>,
 ) -> Result<()> {
     let (sdev, ddev) = (src.device(), dst.device());
+    // memory written by a failed kernel is not copied, nor copied into
+    src.storage().check_poison(op)?;
+    dst.storage().check_poison(op)?;
     let (dir, run_dev, host) = match (sdev.is_cpu(), ddev.is_cpu()) {
         (true, false) => (Direction::HostToDevice, ddev, Some(src)),
         (false, true) => (Direction::DeviceToHost, sdev, Some(dst)),

@@ -20,7 +20,7 @@ impl Tensor {
         if !default_dtype {
             suffixes.push(format!("dtype=torch.{}", self.dtype().name()));
         }
-        if let Err(e) = self.storage().sync_for_host_read() {
+        if let Err(e) = self.storage().sync_for_host_read("Display") {
             return format!("tensor(<unavailable: {e}>)");
         }
         let layout = self.layout();

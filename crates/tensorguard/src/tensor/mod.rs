@@ -241,7 +241,7 @@ impl Tensor {
     #[track_caller]
     fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
-        self.0.storage.sync_for_host_read()?;
+        self.0.storage.sync_for_host_read(op)?;
         let device = self.device();
         let acct = (!device.is_cpu()).then(|| {
             let bytes = self.numel() * self.dtype().size_in_bytes();

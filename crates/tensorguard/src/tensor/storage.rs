@@ -4,13 +4,14 @@
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 
 use crate::device::backend::{backend, Mark};
 use crate::device::{Device, StreamId};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::Buffer;
 
 /// A position in the queue of one stream of one device.
@@ -24,6 +25,34 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 struct Uses {
     last_write: Option<DevMark>,
     latest: SmallVec<[DevMark; 2]>,
+}
+
+/// Why a storage holds no valid values: the kernel that wrote it failed on
+/// a device (or read a poisoned storage itself). Kept for good by the
+/// storage, and named by every later read or use of it.
+#[derive(Debug)]
+pub(crate) struct Poison {
+    /// The device the failed kernel ran on.
+    pub device: Device,
+    /// The op whose kernel failed first.
+    pub op: &'static str,
+    /// Its call site.
+    pub location: &'static Location<'static>,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl Poison {
+    /// The error for `used_by` reading or using a poisoned storage.
+    pub(crate) fn error(&self, used_by: &'static str) -> Error {
+        Error::Poisoned {
+            used_by,
+            device: self.device,
+            op: self.op,
+            location: self.location,
+            message: self.message.clone(),
+        }
+    }
 }
 
 /// Memory shared by a tensor and its views.
@@ -54,6 +83,11 @@ pub(crate) struct Storage {
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
     pub(crate) copies: Mutex<Vec<CopyRecord>>,
+    /// Set (once, for good) when a kernel writing this storage failed on a
+    /// device: its memory then holds no valid values. Set on the stream
+    /// worker before the kernel's position counts as completed, so a host
+    /// read that waited for the write sees it.
+    poison: OnceLock<Arc<Poison>>,
 }
 
 /// One entry of [`Storage::copies`].
@@ -99,6 +133,7 @@ impl Storage {
             pinned,
             foreign: AtomicBool::new(false),
             copies: Mutex::new(Vec::new()),
+            poison: OnceLock::new(),
         }
     }
 
@@ -121,6 +156,25 @@ impl Storage {
 
     pub(crate) fn last_write(&self) -> Option<&'static Location<'static>> {
         *self.last_write.lock()
+    }
+
+    /// Why this storage holds no valid values, if a kernel writing it failed.
+    pub(crate) fn poisoned(&self) -> Option<&Arc<Poison>> {
+        self.poison.get()
+    }
+
+    /// Mark this storage as written by a failed kernel (the first poison
+    /// stays: it names the original fault).
+    pub(crate) fn poison(&self, why: &Arc<Poison>) {
+        let _ = self.poison.set(Arc::clone(why));
+    }
+
+    /// `Err(Error::Poisoned)` when a failed kernel wrote this storage.
+    pub(crate) fn check_poison(&self, used_by: &'static str) -> Result<()> {
+        match self.poison.get() {
+            Some(p) => Err(p.error(used_by)),
+            None => Ok(()),
+        }
     }
 
     /// Record an in-place write made at `site`.
@@ -158,15 +212,16 @@ impl Storage {
     }
 
     /// Block the host until queued writes to this storage have run (a host
-    /// read); returns a fault raised on that stream.
-    pub(crate) fn sync_for_host_read(&self) -> Result<()> {
+    /// read by `op`); returns a fault raised on that stream, or
+    /// [`Error::Poisoned`] when a failed kernel wrote this storage.
+    pub(crate) fn sync_for_host_read(&self, op: &'static str) -> Result<()> {
         if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
-            return Ok(());
+            return self.check_poison(op);
         }
-        match self.pending_write() {
-            Some((device, stream, seq)) => backend(&device)?.wait(stream, seq),
-            None => Ok(()),
+        if let Some((device, stream, seq)) = self.pending_write() {
+            backend(&device)?.wait(stream, seq)?;
         }
+        self.check_poison(op)
     }
 
     /// Block the host until queued work of asynchronous devices that reads

@@ -135,7 +135,7 @@ impl Backend for Emulated {
             // another emulated device: its stream's worker is waited for
             // by ours, in order, without blocking the host
             Device::Emulated(n) => {
-                let dev = super::backend::emulated_devices()
+                let dev = super::backend::emulated_devices()?
                     .get(*n)
                     .ok_or_else(|| Error::Device(format!("{other} does not exist.")))?;
                 let on = Arc::clone(dev.worker(on)?);

@@ -14,6 +14,7 @@ use crate::device::exec::execute;
 use crate::device::kernel::Task;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
+use crate::tensor::storage::Poison;
 
 thread_local! {
     static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -163,19 +164,42 @@ impl Worker {
             };
             last = job.seq;
             let (op, site, result, task) = self.execute(job.work);
-            // operands are released before the position counts as completed,
-            // so whoever waits for it sees every storage the work freed
-            drop(task);
-            let mut st = self.state.lock();
-            if let Err(e) = result {
-                if st.fault.is_none() {
-                    st.fault = Some(Error::DeviceFault {
+            let fault = match result {
+                // a kernel that read poisoned memory poisoned its outputs
+                // with the original cause, which its own stream reported
+                Err(Error::Poisoned { .. }) | Ok(()) => None,
+                Err(e) => {
+                    let message = e.to_string().trim_end_matches('.').to_string();
+                    if let Some(task) = &task {
+                        // the kernel's outputs hold no valid values: poison
+                        // them before the position counts as completed
+                        let why = Arc::new(Poison {
+                            device: self.device,
+                            op,
+                            location: site,
+                            message: message.clone(),
+                        });
+                        for o in &task.outs {
+                            o.storage.poison(&why);
+                        }
+                    }
+                    Some(Error::DeviceFault {
                         device: self.device,
                         stream: self.stream,
                         op,
                         location: site,
-                        message: e.to_string().trim_end_matches('.').to_string(),
-                    });
+                        message,
+                        launch_blocking: crate::device::launch_blocking(),
+                    })
+                }
+            };
+            // operands are released before the position counts as completed,
+            // so whoever waits for it sees every storage the work freed
+            drop(task);
+            let mut st = self.state.lock();
+            if let Some(f) = fault {
+                if st.fault.is_none() {
+                    st.fault = Some(f);
                 }
             }
             self.completed.store(job.seq, Ordering::Release);
