@@ -302,3 +302,47 @@ fn backward_through_empty_reductions() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn backward_over_every_dim_combination_of_empty_shapes() -> Result<()> {
+    for dev in devices(6) {
+        for &shape in SHAPES {
+            let x = Tensor::zeros(shape, DType::F64, &dev)?.requires_grad(true)?;
+            for dims in dim_subsets(shape.len()) {
+                for keepdim in [false, true] {
+                    let d = dims.clone();
+                    let mut outs = vec![
+                        x.sum_dim(d.clone(), keepdim)?,
+                        x.mean_dim(d.clone(), keepdim)?,
+                        x.var_dim(d.clone(), 1.0, keepdim)?,
+                        x.std_dim(d.clone(), 0.0, keepdim)?,
+                    ];
+                    if let [d0] = dims[..] {
+                        outs.push(x.prod_dim(d0, keepdim)?);
+                        outs.push(x.softmax(d0)?);
+                        outs.push(x.log_softmax(d0)?);
+                    }
+                    // amax/amin only where no reduced dim is empty
+                    if !dims.is_empty() && dims.iter().all(|&d| shape[d as usize] > 0) {
+                        outs.push(x.amax(d.clone(), keepdim)?);
+                        outs.push(x.amin(d, keepdim)?);
+                    }
+                    for (k, out) in outs.iter().enumerate() {
+                        out.sum()?.backward()?;
+                        let g = x.grad().expect("x has a gradient");
+                        let what = format!(
+                            "output {k} of {shape:?} dims {dims:?} keepdim {keepdim} on {dev}"
+                        );
+                        assert_eq!(g.shape(), shape, "{what}");
+                        assert_eq!(g.to_vec::<f64>()?, Vec::<f64>::new(), "{what}");
+                        x.set_grad(None)?;
+                    }
+                }
+            }
+        }
+        if dev != Device::Cpu {
+            assert_no_live_memory(&dev);
+        }
+    }
+    Ok(())
+}
