@@ -475,7 +475,10 @@ fn run_step(pool: &[Tensor], s: &Step, dev: &Device) -> Result<Vec<Tensor>> {
         }
         14 => {
             // a shape-compatible second operand when `a` has a last dim
-            let o = if p[0] & 1 == 0 && a.ndim() > 0 {
+            let o = if p[0] % 3 == 2 && a.ndim() >= 2 {
+                // (.., m, k) @ (.., k, m): batched, always compatible
+                a.transpose(-1, -2)?
+            } else if p[0] % 3 == 0 && a.ndim() > 0 {
                 let k = a.shape()[a.ndim() - 1];
                 let init = Init {
                     shape: vec![k, usize::from(p[1] % 4)],
