@@ -38,6 +38,21 @@ fn out_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Dims {
         .collect()
 }
 
+/// The error for `max`/`min`/`argmax`/... over no elements (PyTorch's wording):
+/// `dim` is the empty reduced dim, or `None` for a full reduction.
+fn empty_reduction(name: &'static str, shape: &[usize], dim: Option<usize>) -> Error {
+    let what = match dim {
+        Some(d) => format!("Expected reduction dim {d} to have non-zero size"),
+        None => "Expected reduction dim to be specified for input.numel() == 0".to_string(),
+    };
+    Error::invalid(
+        name,
+        format!(
+            "{what}: the input has shape {shape:?}, and the {name} of no elements is undefined. Reduce only over dims of non-zero size (pass them explicitly), or check that the input is not empty first."
+        ),
+    )
+}
+
 /// The one implementation of every reduction over `dims` (empty: all dims).
 pub(crate) fn reduce(
     op: ReduceOp,
@@ -46,8 +61,20 @@ pub(crate) fn reduce(
     keepdim: bool,
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
-    let name = op.name();
-    let mut dims = if dims.is_empty() {
+    reduce_named(op, op.name(), a, dims, keepdim, site)
+}
+
+/// [`reduce`] reporting errors under `name` (`amax` is `ReduceOp::Max`).
+fn reduce_named(
+    op: ReduceOp,
+    name: &'static str,
+    a: &Tensor,
+    dims: &[isize],
+    keepdim: bool,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let full = dims.is_empty();
+    let mut dims = if full {
         (0..a.ndim()).collect()
     } else {
         norm_dims(name, dims, a.ndim())?
@@ -67,15 +94,13 @@ pub(crate) fn reduce(
     if matches!(
         op,
         ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
-    ) && dims.iter().any(|&d| a.shape()[d] == 0)
-    {
-        return Err(Error::invalid(
-            name,
-            format!(
-                "cannot reduce an empty dimension (shape {:?}): the {name} of no elements is undefined. Check the input is not empty.",
-                a.shape()
-            ),
-        ));
+    ) {
+        if full && a.numel() == 0 {
+            return Err(empty_reduction(name, a.shape(), None));
+        }
+        if let Some(&d) = dims.iter().find(|&&d| a.shape()[d] == 0) {
+            return Err(empty_reduction(name, a.shape(), Some(d)));
+        }
     }
     let shape = out_shape(a.shape(), &dims, keepdim);
     let out = Tensor::uninit(&shape, output, &a.device(), site)?;
@@ -111,13 +136,7 @@ fn extreme_dim(
     let name = if max { "max" } else { "min" };
     let d = norm_dim(name, dim, a.ndim())?;
     if a.ndim() > 0 && a.shape()[d] == 0 {
-        return Err(Error::invalid(
-            name,
-            format!(
-                "cannot reduce the empty dimension {d} of shape {:?}.",
-                a.shape()
-            ),
-        ));
+        return Err(empty_reduction(name, a.shape(), Some(d)));
     }
     let dims: SmallVec<[usize; 6]> = if a.ndim() == 0 {
         SmallVec::new()
@@ -239,8 +258,9 @@ impl Tensor {
     /// Largest values over `dims` without indices (PyTorch's `amax`).
     #[track_caller]
     pub fn amax(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
-        reduce(
+        reduce_named(
             ReduceOp::Max,
+            "amax",
             self,
             &dims.to_dims(),
             keepdim,
@@ -250,8 +270,9 @@ impl Tensor {
     /// Smallest values over `dims` without indices (PyTorch's `amin`).
     #[track_caller]
     pub fn amin(&self, dims: impl DimList, keepdim: bool) -> Result<Tensor> {
-        reduce(
+        reduce_named(
             ReduceOp::Min,
+            "amin",
             self,
             &dims.to_dims(),
             keepdim,

@@ -30,6 +30,11 @@ impl Lanes {
         end: usize,
         mut f: impl FnMut(T),
     ) {
+        // an empty lane (a size-0 reduced dim) reads nothing: `base` may
+        // then point past the end of an empty buffer
+        if start >= end {
+            return;
+        }
         if self.shape.len() == 1 {
             let st = self.strides[0];
             if st == 1 {
