@@ -90,14 +90,13 @@ impl Kernel {
 
     /// Kernels that can read their first input from their output.
     pub(crate) fn reads_output_in_place(&self) -> bool {
-        matches!(
-            self,
-            Kernel::Unary(_)
-                | Kernel::Binary(_)
-                | Kernel::BinaryScalar { .. }
-                | Kernel::Clamp { .. }
-                | Kernel::MaskedFill(_)
-        )
+        match self {
+            // a comparison writes bytes, not its inputs' type: its kernel
+            // always reads both operands (a bool `eq_` stages its input)
+            Kernel::Binary(op) | Kernel::BinaryScalar { op, .. } => !op.is_comparison(),
+            Kernel::Unary(_) | Kernel::Clamp { .. } | Kernel::MaskedFill(_) => true,
+            _ => false,
+        }
     }
 }
 
