@@ -86,7 +86,10 @@ pub(crate) fn emulated_config() -> EmulatedConfig {
     }
     match std::env::var("TENSORGUARD_EMULATED") {
         Ok(v) => EmulatedConfig::parse(&v).unwrap_or_else(|e| {
-            log::warn!("{e} Using the default configuration.");
+            crate::warnings::warn(
+                "tensorguard::device",
+                format_args!("TENSORGUARD_EMULATED: {e} Using the default configuration."),
+            );
             EmulatedConfig::default()
         }),
         Err(_) => EmulatedConfig::default(),
