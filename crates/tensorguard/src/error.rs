@@ -206,6 +206,17 @@ pub enum Error {
     /// An I/O error (files, snapshots, checkpoints).
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// An op would have made the host wait for a device while the sync
+    /// debug mode is [`SyncDebugMode::Error`](crate::transfer::SyncDebugMode).
+    #[error("{op} at {location} would synchronise the host with {device} (wait for its queued work), and the sync debug mode is Error. Keep values on the device and read them once, outside the loop (e.g. accumulate the loss on the device and call `.item()` after it); or call `transfer::set_sync_debug_mode(SyncDebugMode::Warn)` (or `Off`, or unset TENSORGUARD_SYNC_DEBUG) to allow synchronisations.")]
+    SyncDisallowed {
+        /// The synchronising op (`item`, `to_vec`, `to`, `Stream::synchronize`, ...).
+        op: &'static str,
+        /// The device the host would have waited for.
+        device: Device,
+        /// The user's call site.
+        location: &'static Location<'static>,
+    },
 }
 
 impl Error {
