@@ -201,7 +201,7 @@ pub enum Error {
     /// The same unchanged host tensor was copied to the same device again
     /// and again, with [`RepeatPolicy::Error`](crate::transfer::RepeatPolicy)
     /// set (the default only warns).
-    #[error("{op}: the same unchanged host tensor ({}, storage #{storage}) has now been copied to {device} {count} times at {location}; {} were moved for nothing. Move it to the device once, outside the loop, or keep it on the device; if it really changes between copies, write it in place (which bumps its version). Call `transfer::set_repeat_policy(RepeatPolicy::Warn)` to only warn.", crate::memory::format_bytes(*bytes), crate::memory::format_bytes(*wasted))]
+    #[error("{op} at {location}: the same unchanged host tensor ({}, storage #{storage}) has now gone to {device} {count} times (copies from every call site counted); repeated copies made at this call site have moved {} for nothing. Move it to the device once, outside the loop, or keep it on the device; if it really changes between copies, write it in place (which bumps its version). Call `transfer::set_repeat_policy(RepeatPolicy::Warn)` to only warn.", crate::memory::format_bytes(*bytes), crate::memory::format_bytes(*wasted))]
     RepeatedCopy {
         /// The copying op (`to`, `copy_`, ...).
         op: &'static str,
@@ -209,11 +209,12 @@ pub enum Error {
         device: Device,
         /// The host storage's id.
         storage: u64,
-        /// How many times it was copied unchanged (the first copy included).
+        /// How many times it was copied unchanged, at any call site (the
+        /// first copy included).
         count: u64,
         /// Bytes per copy.
         bytes: u64,
-        /// Bytes moved by the repeated copies.
+        /// Bytes moved by the repeated copies made at this call site.
         wasted: u64,
         /// The user's call site.
         location: &'static Location<'static>,
@@ -224,6 +225,17 @@ pub enum Error {
     /// An I/O error (files, snapshots, checkpoints).
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// An op would have made the host wait for a device while the sync
+    /// debug mode is [`SyncDebugMode::Error`](crate::transfer::SyncDebugMode).
+    #[error("{op} at {location} would synchronise the host with {device} (wait for its queued work), and the sync debug mode is Error. Keep values on the device and read them once, outside the loop (e.g. accumulate the loss on the device and call `.item()` after it); or call `transfer::set_sync_debug_mode(SyncDebugMode::Warn)` (or `Off`, or unset TENSORGUARD_SYNC_DEBUG) to allow synchronisations.")]
+    SyncDisallowed {
+        /// The synchronising op (`item`, `to_vec`, `to`, `Stream::synchronize`, ...).
+        op: &'static str,
+        /// The device the host would have waited for.
+        device: Device,
+        /// The user's call site.
+        location: &'static Location<'static>,
+    },
 }
 
 /// `Debug` prints the same explanation as `Display` (so that

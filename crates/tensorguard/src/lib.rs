@@ -43,6 +43,7 @@ pub mod profiler;
 mod shape;
 mod tensor;
 pub mod transfer;
+pub mod warnings;
 
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};

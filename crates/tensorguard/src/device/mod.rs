@@ -126,7 +126,13 @@ pub fn count(kind: DeviceKind) -> usize {
 /// Block the host until all work queued on every stream of `device` has
 /// run. A fault raised by that work is returned, naming the op that raised
 /// it and its call site.
+#[track_caller]
 pub fn synchronize(device: &Device) -> Result<()> {
+    let _sync = crate::transfer::sync_scope(
+        "device::synchronize",
+        *device,
+        std::panic::Location::caller(),
+    )?;
     backend::backend(device)?.synchronize()
 }
 

@@ -148,7 +148,10 @@ impl Stream {
     /// Block the host until everything queued on this stream has run. A
     /// fault raised by that work is returned here, naming the op and its
     /// call site.
+    #[track_caller]
     pub fn synchronize(&self) -> Result<()> {
+        let _sync =
+            crate::transfer::sync_scope("Stream::synchronize", self.device, Location::caller())?;
         let b = backend(&self.device)?;
         b.wait(self.id, b.submitted(self.id))
     }
@@ -274,8 +277,16 @@ impl Event {
 
     /// Block the host until the event has completed; returns a fault raised
     /// on its stream.
+    #[track_caller]
     pub fn synchronize(&self) -> Result<()> {
-        match *self.0.mark.lock() {
+        let mark = *self.0.mark.lock();
+        let _sync = match mark {
+            Some((dev, ..)) => {
+                crate::transfer::sync_scope("Event::synchronize", dev, Location::caller())?
+            }
+            None => None,
+        };
+        match mark {
             Some((dev, sid, seq)) => backend(&dev)?.wait(sid, seq),
             None => Ok(()),
         }

@@ -283,12 +283,17 @@ pub fn with_oom_backoff<T>(
                 if batch == 1 {
                     return Err(Error::OutOfMemory(report));
                 }
-                log::warn!(
-                    "out of memory on {device} with batch size {batch}; retrying with {}",
-                    batch / 2
+                crate::warnings::warn(
+                    "tensorguard::memory",
+                    format_args!(
+                        "memory::with_oom_backoff: out of memory on {device} with batch size {batch}; retrying with {}.",
+                        batch / 2
+                    ),
                 );
-                // let queued work finish so its memory comes back, then drop the cache
-                crate::device::synchronize(device)?;
+                // let queued work finish so its memory comes back, then drop
+                // the cache (recovery, not the user's synchronisation: not
+                // counted nor refused by the sync debug mode)
+                crate::device::backend::backend(device)?.synchronize()?;
                 empty_cache(device);
                 batch /= 2;
             }

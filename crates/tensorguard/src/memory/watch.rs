@@ -95,9 +95,11 @@ impl Drop for WatchGuard {
     }
 }
 
-/// Log the memory of `device` every `interval` through the `log` facade
-/// (info level, target `"tensorguard::memory::watch"`), starting now, until
-/// the returned guard is dropped.
+/// Report the memory of `device` every `interval`, starting now, until the
+/// returned guard is dropped: through the `log` facade (info level, target
+/// `"tensorguard::memory::watch"`) when a logger is installed, otherwise on
+/// stderr as `tensorguard memory::watch: emu:0 +1.0s: allocated ...` (see
+/// [`crate::warnings`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -109,7 +111,7 @@ impl Drop for WatchGuard {
 /// ```
 pub fn watch(device: &Device, interval: Duration) -> Result<WatchGuard> {
     watch_with(device, interval, |s| {
-        log::info!(target: WATCH_TARGET, "{s}");
+        crate::warnings::notice(WATCH_TARGET, "memory::watch", format_args!("{s}"));
     })
 }
 

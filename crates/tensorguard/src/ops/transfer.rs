@@ -273,6 +273,15 @@ fn transfer_into(
         Direction::DeviceToDevice => false,
         _ => !(non_blocking && pinned),
     };
+    // a blocking copy with a host side makes the host wait for the device:
+    // a synchronisation (refused before anything happens in the sync debug
+    // mode's Error setting)
+    let _sync = match (blocking, dir) {
+        (true, Direction::HostToDevice | Direction::DeviceToHost) => {
+            transfer::sync_scope(op, run_dev, site)?
+        }
+        _ => None,
+    };
     let bytes = dst.numel() * src.dtype().size_in_bytes();
     if dir == Direction::HostToDevice && transfer::enabled() {
         transfer::check_repeat(HostCopy {

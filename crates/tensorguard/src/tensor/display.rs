@@ -1,6 +1,7 @@
 //! `Display` and `Debug` for tensors, in PyTorch's format.
 
 use std::fmt;
+use std::panic::Location;
 
 use super::format::{format_tensor, FmtValue, PrintOptions};
 use super::Tensor;
@@ -20,6 +21,14 @@ impl Tensor {
         if !default_dtype {
             suffixes.push(format!("dtype=torch.{}", self.dtype().name()));
         }
+        // Printing a device tensor waits for the device. Rust's formatting
+        // machinery does not pass the caller's line on, so the sync ledger
+        // counts it here, as op `Display`.
+        let _sync = match crate::transfer::sync_scope("Display", self.device(), Location::caller())
+        {
+            Ok(s) => s,
+            Err(e) => return format!("tensor(<unavailable: {e}>)"),
+        };
         if let Err(e) = self.storage().sync_for_host_read("Display") {
             return format!("tensor(<unavailable: {e}>)");
         }

@@ -222,7 +222,8 @@ impl Tensor {
     }
 
     /// Read the elements in row-major order as `T`, which must be this
-    /// tensor's dtype.
+    /// tensor's dtype. On a device this is a synchronisation, like
+    /// [`item`](Tensor::item).
     ///
     /// ```
     /// use tensorguard::{Device, Tensor};
@@ -232,28 +233,27 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.read_vec("to_vec")
+        self.read_vec("to_vec", Location::caller())
     }
 
     /// The elements in logical order. From a device this is a blocking
     /// device → host copy, counted by the [transfer ledger](crate::transfer)
-    /// at the caller's site (an `item()` in a loop shows up there).
-    #[track_caller]
-    fn read_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+    /// and the sync ledger at `site`, the user's call site (an `item()` in a
+    /// loop shows up there).
+    fn read_vec<T: Element>(
+        &self,
+        op: &'static str,
+        site: &'static Location<'static>,
+    ) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
-        self.0.storage.sync_for_host_read(op)?;
         let device = self.device();
+        // a read of device memory makes the host wait for the device: the
+        // sync debug mode may refuse it before anything happens
+        let _sync = crate::transfer::sync_scope(op, device, site)?;
+        self.0.storage.sync_for_host_read(op)?;
         let acct = (!device.is_cpu()).then(|| {
             let bytes = self.numel() * self.dtype().size_in_bytes();
-            crate::transfer::account(
-                op,
-                device,
-                Device::Cpu,
-                bytes,
-                false,
-                true,
-                Location::caller(),
-            )
+            crate::transfer::account(op, device, Device::Cpu, bytes, false, true, site)
         });
         let cell = acct.as_ref().and_then(|a| a.cell);
         let start = cell.map(|_| std::time::Instant::now());
@@ -269,6 +269,11 @@ impl Tensor {
     }
 
     /// The value of a one-element tensor.
+    ///
+    /// On a device this makes the host wait for the device's queued work (a
+    /// synchronisation, counted at the caller's line by the sync ledger: see
+    /// [`transfer::sync_report`](crate::transfer::sync_report) and
+    /// [`transfer::set_sync_debug_mode`](crate::transfer::set_sync_debug_mode)).
     #[track_caller]
     pub fn item<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
@@ -281,7 +286,7 @@ impl Tensor {
                 ),
             ));
         }
-        let v = self.read_vec::<T>("item")?;
+        let v = self.read_vec::<T>("item", Location::caller())?;
         v.into_iter()
             .next()
             .ok_or_else(|| Error::invalid("item", "the tensor is empty."))
@@ -291,7 +296,7 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec2<T: Element>(&self) -> Result<Vec<Vec<T>>> {
         let [r, c] = self.shape_n::<2>("to_vec2")?;
-        let flat = self.read_vec::<T>("to_vec2")?;
+        let flat = self.read_vec::<T>("to_vec2", Location::caller())?;
         Ok((0..r).map(|i| flat[i * c..(i + 1) * c].to_vec()).collect())
     }
 
@@ -299,7 +304,7 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec3<T: Element>(&self) -> Result<Vec<Vec<Vec<T>>>> {
         let [a, b, c] = self.shape_n::<3>("to_vec3")?;
-        let flat = self.read_vec::<T>("to_vec3")?;
+        let flat = self.read_vec::<T>("to_vec3", Location::caller())?;
         Ok((0..a)
             .map(|i| {
                 (0..b)

@@ -21,8 +21,9 @@ use crate::tensor::storage::{CopyRecord, Storage};
 pub enum RepeatPolicy {
     /// Count nothing, say nothing.
     Off,
-    /// Count, and warn once per call site through the `log` facade (target
-    /// `tensorguard::transfer`). The default.
+    /// Count, and warn once per call site through [`crate::warnings`]
+    /// (stderr, or the `log` facade with target `tensorguard::transfer` when
+    /// a logger is installed). The default.
     Warn,
     /// Count, and fail the copy with [`Error::RepeatedCopy`].
     Error,
@@ -129,7 +130,8 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     let w = st.wasted.entry((c.site, c.device)).or_default();
     w.copies += 1;
     w.bytes += c.bytes as u64;
-    let wasted = w.bytes;
+    let at_site = *w;
+    let wasted = at_site.bytes;
     if count < u64::from(THRESHOLD.load(Ordering::Relaxed)) {
         return Ok(());
     }
@@ -144,15 +146,19 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
             location: c.site,
         }),
         _ => {
-            if st.warned.insert(c.site) {
-                log::warn!(
-                    target: "tensorguard::transfer",
-                    "{}: the same unchanged host tensor ({}) has been copied to {} {count} times at {}; {} moved for nothing so far. Move it to the device once, outside the loop, or keep it on the device. (Warned once per call site; `transfer::report()` has the totals.)",
-                    c.op,
-                    format_bytes(c.bytes as u64),
-                    c.device,
-                    c.site,
-                    format_bytes(wasted)
+            if crate::warnings::enabled() && st.warned.insert(c.site) {
+                drop(st);
+                crate::warnings::warn(
+                    "tensorguard::transfer",
+                    format_args!(
+                        "{} at {}: this host tensor ({}) has gone to {} {count} times without changing in between (copies from every call site counted). Repeated copies of unchanged host tensors made at this call site so far: {}, {} moved for nothing. Move it to the device once, outside the loop, or keep it on the device. (Warned once per call site; `transfer::report()` has the totals.)",
+                        c.op,
+                        c.site,
+                        format_bytes(c.bytes as u64),
+                        c.device,
+                        at_site.copies,
+                        format_bytes(at_site.bytes)
+                    ),
                 );
             }
             Ok(())

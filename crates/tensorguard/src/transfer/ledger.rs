@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::{detector, enabled, CopyCounts, Direction, TransferStats};
+use super::rows::{self, Recent, Table};
+use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
 use crate::device::Device;
 use crate::memory::format_bytes;
 
@@ -64,44 +65,11 @@ impl SiteCell {
 /// call sites x directions x device pairs x kinds): a copy then refers to
 /// it without reference counting, which would bounce a cache line between
 /// the host and the stream worker on every copy. [`reset`] zeroes them.
-static LEDGER: LazyLock<Mutex<HashMap<Key, &'static SiteCell>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Rows this thread used last (a copy in a loop finds its row here, without
-/// the global lock or hashing).
-const CACHED_ROWS: usize = 4;
+static LEDGER: Table<Key, SiteCell> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 thread_local! {
-    static RECENT: RefCell<Vec<(Key, &'static SiteCell)>> = const { RefCell::new(Vec::new()) };
-}
-
-fn row(key: Key, site: &'static Location<'static>) -> &'static SiteCell {
-    let hit = RECENT.with(|r| {
-        r.borrow()
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == key)
-            .map(|e| e.1)
-    });
-    if let Some(cell) = hit {
-        return cell;
-    }
-    let cell: &'static SiteCell = LEDGER.lock().entry(key).or_insert_with(|| {
-        Box::leak(Box::new(SiteCell {
-            site,
-            copies: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            nanos: Padded(AtomicU64::new(0)),
-        }))
-    });
-    RECENT.with(|r| {
-        let mut r = r.borrow_mut();
-        if r.len() == CACHED_ROWS {
-            r.remove(0);
-        }
-        r.push((key, cell));
-    });
-    cell
+    /// Rows this thread used last (see [`rows::row`]).
+    static RECENT: Recent<Key, SiteCell> = const { RefCell::new(Vec::new()) };
 }
 
 /// The bookkeeping of one copy: its ledger row (the copy's time is added
@@ -132,7 +100,12 @@ pub(crate) fn account(
             pinned,
             blocking,
         };
-        let cell = row(key, site);
+        let cell = rows::row(&LEDGER, &RECENT, key, || SiteCell {
+            site,
+            copies: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            nanos: Padded(AtomicU64::new(0)),
+        });
         cell.copies.fetch_add(1, Ordering::Relaxed);
         cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         cell
@@ -168,7 +141,9 @@ pub fn stats_for(device: &Device) -> TransferStats {
 }
 
 /// Forget every count: the ledger's rows, the detector's repeated-copy
-/// totals and which call sites it warned about. (Each live host tensor still
+/// totals and which call sites it warned about, and the
+/// [sync ledger](super::sync_stats) with the sites the sync debug mode
+/// warned about. (Each live host tensor still
 /// remembers the version it was last copied at.)
 pub fn reset() {
     for cell in LEDGER.lock().values() {
@@ -177,6 +152,7 @@ pub fn reset() {
         cell.nanos.0.store(0, Ordering::Relaxed);
     }
     detector::reset();
+    sync::reset();
 }
 
 /// One row of the report: a call site copying one way between two devices.
@@ -307,11 +283,19 @@ pub fn report_top(rows: usize) -> String {
             format_bytes(s.repeated.bytes)
         );
     }
+    let syncs = sync::sync_stats();
+    if syncs.syncs > 0 {
+        let _ = writeln!(
+            out,
+            "host-device synchronisations: {} (the host waited {:.2?}); `transfer::sync_report()` lists their call sites",
+            syncs.syncs, syncs.wait
+        );
+    }
     out
 }
 
 /// Keep the end of a long path (the file name matters most).
-fn shorten(s: &str, width: usize) -> String {
+pub(super) fn shorten(s: &str, width: usize) -> String {
     let n = s.chars().count();
     if n <= width {
         return s.to_string();

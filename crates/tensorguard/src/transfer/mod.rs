@@ -8,11 +8,19 @@
 //! pinned or pageable, blocking or not, the time the copy itself took, and
 //! the user's call site. [`report`] prints the call sites that moved the most.
 //!
+//! The sync ledger counts every time the host waits for a device (`item`,
+//! `to_vec`, blocking copies, `synchronize`) by call site, with the time
+//! the host waited ([`sync_stats`], [`sync_report`]); the sync debug mode
+//! ([`set_sync_debug_mode`], PyTorch's `torch.cuda.set_sync_debug_mode`)
+//! warns about them or makes them errors, to find the article's `.item()`
+//! inside the training loop.
+//!
 //! The repeated-copy detector catches the article's "copy inside the loop"
 //! pitfall: when the same unchanged host tensor (same storage, place and
 //! version) goes to the same device again and again, it warns once per call
-//! site through the `log` facade (target `tensorguard::transfer`) with the
-//! count, the bytes moved for nothing and the fix. [`set_repeat_policy`]
+//! site (through [`crate::warnings`]: stderr, or the `log` facade with target
+//! `tensorguard::transfer` when a logger is installed) with the count, the
+//! bytes moved for nothing and the fix. [`set_repeat_policy`]
 //! turns it off or makes it an error.
 //!
 //! ```
@@ -33,6 +41,8 @@
 
 mod detector;
 mod ledger;
+mod rows;
+mod sync;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,7 +52,12 @@ use crate::device::Device;
 pub(crate) use detector::{check_repeat, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
 pub(crate) use ledger::account;
-pub use ledger::{report, reset, stats, stats_for};
+pub use ledger::{report, report_top, reset, stats, stats_for};
+pub(crate) use sync::sync_scope;
+pub use sync::{
+    set_sync_debug_mode, sync_debug_mode, sync_report, sync_report_top, sync_stats, sync_stats_for,
+    SyncDebugMode, SyncStats,
+};
 
 /// Options of [`Tensor::to_with`](crate::Tensor::to_with) (PyTorch's
 /// `non_blocking=` and `copy=`).

@@ -1,0 +1,55 @@
+//! The row machinery shared by the transfer ledger and the sync ledger:
+//! rows that live for the process, found through a small per-thread cache
+//! of the rows the thread used last, so that an op in a loop finds its row
+//! without the global lock or hashing.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::LazyLock;
+use std::thread::LocalKey;
+
+use parking_lot::Mutex;
+
+/// How many rows a thread remembers per table.
+const CACHED_ROWS: usize = 4;
+
+/// All rows of one table.
+pub(crate) type Table<K, V> = LazyLock<Mutex<HashMap<K, &'static V>>>;
+
+/// The per-thread cache of one table.
+pub(crate) type Recent<K, V> = RefCell<Vec<(K, &'static V)>>;
+
+/// The row of `key` in `table`, made by `make` the first time. A row is
+/// leaked on purpose: rows are as many as call sites x kinds, and a
+/// `&'static` row needs no reference counting (which would bounce a cache
+/// line between threads on every use).
+pub(crate) fn row<K: Copy + Eq + Hash + 'static, V: Sync + 'static>(
+    table: &'static Table<K, V>,
+    recent: &'static LocalKey<Recent<K, V>>,
+    key: K,
+    make: impl FnOnce() -> V,
+) -> &'static V {
+    let hit = recent.with(|r| {
+        r.borrow()
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|e| e.1)
+    });
+    if let Some(cell) = hit {
+        return cell;
+    }
+    let cell: &'static V = table
+        .lock()
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(make())));
+    recent.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() == CACHED_ROWS {
+            r.remove(0);
+        }
+        r.push((key, cell));
+    });
+    cell
+}
