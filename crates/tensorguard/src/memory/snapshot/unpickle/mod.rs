@@ -29,8 +29,9 @@
 //! let trace = v.get("device_traces").and_then(|t| t.items()).unwrap()[0].items().unwrap();
 //! let frame = |e: &Value| e.get("frames").and_then(|f| f.items()).unwrap()[0].clone();
 //! // the second entry's frame is the same dict as the first one's (a BINGET)
-//! match (frame(&trace[0]), frame(&trace[1])) {
-//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(&a, &b)),
+//! // (`Value` has its own non-recursive `Drop`, so match on references)
+//! match (&frame(&trace[0]), &frame(&trace[1])) {
+//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(a, b)),
 //!     _ => unreachable!(),
 //! }
 //! assert_eq!(frame(&trace[1]).get("line").and_then(|l| l.as_int()), Some(3));
