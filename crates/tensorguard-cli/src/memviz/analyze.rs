@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use super::model::{Action::Known, BlockState, Snapshot, StackId};
+use super::model::{Action::Known, BlockState, Snapshot, StackId, TraceEntry};
+use super::MemvizError;
 use tensorguard::memory::Action as A;
 
 /// One allocation's lifetime on the timeline.
@@ -84,8 +85,10 @@ impl Timeline {
     }
 
     /// Replays device `device`'s trace of `snap` (an empty timeline when the
-    /// snapshot has no trace for it).
-    pub fn build(snap: &Snapshot, device: usize) -> Timeline {
+    /// snapshot has no trace for it). Totals that no device can reach (more
+    /// than [`MAX_BYTES`](super::model::MAX_BYTES) bytes allocated or
+    /// reserved) are an error naming the entry that got there.
+    pub fn build(snap: &Snapshot, device: usize) -> Result<Timeline, MemvizError> {
         let empty = Vec::new();
         let trace = snap.device_traces.get(device).unwrap_or(&empty);
         let n = trace.len();
@@ -102,6 +105,12 @@ impl Timeline {
         let mut actions: Vec<(String, usize)> = Vec::new();
         for (i, e) in trace.iter().enumerate() {
             let t = (i + 1) as u32;
+            let size = entry_bytes(e.size, device, i, e)?;
+            let add = |total: i64, by: i64, what: &str| {
+                total
+                    .checked_add(by)
+                    .ok_or_else(|| impossible(device, i, e, what))
+            };
             time_us.push(e.time_us);
             match actions.iter_mut().find(|(a, _)| a == e.action.name()) {
                 Some(entry) => entry.1 += 1,
@@ -112,7 +121,7 @@ impl Timeline {
                     if let Some(prev) = live.remove(&e.addr) {
                         // An alloc over a live address: its free was not recorded.
                         allocs[prev].end = Some(t);
-                        a -= allocs[prev].size as i64;
+                        a = add(a, -(allocs[prev].size as i64), "allocated")?;
                     }
                     live.insert(e.addr, allocs.len());
                     allocs.push(AllocRecord {
@@ -124,12 +133,12 @@ impl Timeline {
                         initial: false,
                         stream: e.stream,
                     });
-                    a += e.size as i64;
+                    a = add(a, size, "allocated")?;
                 }
                 Known(A::FreeCompleted) => match live.remove(&e.addr) {
                     Some(idx) => {
                         allocs[idx].end = Some(t);
-                        a -= allocs[idx].size as i64;
+                        a = add(a, -(allocs[idx].size as i64), "allocated")?;
                     }
                     None => {
                         initial.push(AllocRecord {
@@ -141,11 +150,11 @@ impl Timeline {
                             initial: true,
                             stream: e.stream,
                         });
-                        a -= e.size as i64;
+                        a = add(a, -size, "allocated")?;
                     }
                 },
-                Known(A::SegmentAlloc) | Known(A::SegmentMap) => r += e.size as i64,
-                Known(A::SegmentFree) | Known(A::SegmentUnmap) => r -= e.size as i64,
+                Known(A::SegmentAlloc) | Known(A::SegmentMap) => r = add(r, size, "reserved")?,
+                Known(A::SegmentFree) | Known(A::SegmentUnmap) => r = add(r, -size, "reserved")?,
                 Known(A::Oom) => ooms.push(OomEvent {
                     t,
                     size: e.size,
@@ -158,15 +167,43 @@ impl Timeline {
         }
         // Blocks in use at snapshot time that the trace never allocated.
         let segs = snap.segments.iter().filter(|s| s.device == device);
-        let mut final_reserved = 0u64;
-        for s in segs {
-            final_reserved += s.total_size;
+        let mut final_reserved = 0i64;
+        let mut initial_bytes = 0i64;
+        for (k, s) in segs.enumerate() {
+            final_reserved = i64::try_from(s.total_size)
+                .ok()
+                .and_then(|size| final_reserved.checked_add(size))
+                .ok_or_else(|| {
+                    MemvizError::new(format!(
+                        "the segments of device {device} add up to more than {} bytes at its \
+                         segment {k} (address {:#x}, total_size {}), which no device has. The \
+                         snapshot is corrupt; dump it again.",
+                        i64::MAX,
+                        s.address,
+                        s.total_size
+                    ))
+                })?;
             for b in &s.blocks {
                 let in_use = matches!(
                     b.state,
                     BlockState::ActiveAllocated | BlockState::ActiveAwaitingFree
                 );
                 if in_use && !live.contains_key(&b.address) {
+                    initial_bytes = i64::try_from(b.size)
+                        .ok()
+                        .and_then(|size| initial_bytes.checked_add(size))
+                        .ok_or_else(|| {
+                            MemvizError::new(format!(
+                                "the blocks in use on device {device} add up to more than {} \
+                                 bytes at the block at address {:#x} ({} bytes) of the segment \
+                                 at {:#x}, which no device has. The snapshot is corrupt; dump \
+                                 it again.",
+                                i64::MAX,
+                                b.address,
+                                b.size,
+                                s.address
+                            ))
+                        })?;
                     initial.push(AllocRecord {
                         addr: b.address,
                         size: b.size,
@@ -179,28 +216,44 @@ impl Timeline {
                 }
             }
         }
-        let base_alloc: i64 = initial.iter().map(|r| r.size as i64).sum();
+        // Bytes freed in the trace without their alloc were live at the start.
+        for rec in &initial {
+            if rec.end.is_some() {
+                initial_bytes = initial_bytes
+                    .checked_add(rec.size as i64)
+                    .ok_or_else(|| overflow_at_start(device))?;
+            }
+        }
+        // Every delta lies in -MAX..=MAX (checked above), so negating the
+        // minimum cannot overflow.
         let min_a = allocated_delta.iter().copied().min().unwrap_or(0);
-        let base_alloc = base_alloc.max(-min_a);
+        let base_alloc = initial_bytes.max(-min_a);
         let min_r = reserved_delta.iter().copied().min().unwrap_or(0);
-        let base_res = (final_reserved as i64 - r).max(-min_r);
+        let base_res = final_reserved
+            .checked_sub(r)
+            .ok_or_else(|| overflow_at_start(device))?
+            .max(-min_r);
+        let shift = |deltas: Vec<i64>, base: i64| -> Result<Vec<u64>, MemvizError> {
+            deltas
+                .into_iter()
+                .map(|d| {
+                    d.checked_add(base)
+                        .map(|v| v.max(0) as u64)
+                        .ok_or_else(|| overflow_at_start(device))
+                })
+                .collect()
+        };
         initial.sort_by_key(|r| r.addr);
         initial.extend(allocs);
-        Timeline {
+        Ok(Timeline {
             device,
-            allocated: allocated_delta
-                .into_iter()
-                .map(|d| (d + base_alloc).max(0) as u64)
-                .collect(),
-            reserved: reserved_delta
-                .into_iter()
-                .map(|d| (d + base_res).max(0) as u64)
-                .collect(),
+            allocated: shift(allocated_delta, base_alloc)?,
+            reserved: shift(reserved_delta, base_res)?,
             time_us,
             allocs: initial,
             ooms,
             actions,
-        }
+        })
     }
 
     /// Number of events replayed.
@@ -218,6 +271,44 @@ impl Timeline {
         }
         best
     }
+}
+
+/// The size of trace entry `i` of `device`, or an error if it is above
+/// [`MAX_BYTES`](super::model::MAX_BYTES) (a model built in code can hold one).
+fn entry_bytes(size: u64, device: usize, i: usize, e: &TraceEntry) -> Result<i64, MemvizError> {
+    i64::try_from(size).map_err(|_| {
+        MemvizError::new(format!(
+            "device_traces[{device}][{i}] ({} at address {:#x}) has a size of {size} bytes, \
+             more than {} (PyTorch writes sizes as 64-bit signed integers). The snapshot is \
+             corrupt; dump it again.",
+            e.action.name(),
+            e.addr,
+            i64::MAX
+        ))
+    })
+}
+
+/// The error for a running total pushed out of range by entry `i`.
+fn impossible(device: usize, i: usize, e: &TraceEntry, total: &str) -> MemvizError {
+    MemvizError::new(format!(
+        "device_traces[{device}][{i}] ({} of {} bytes at address {:#x}) brings the bytes {total} \
+         on device {device} beyond ±{} bytes, which no device has. The snapshot's sizes are \
+         corrupt; dump it again.",
+        e.action.name(),
+        e.size,
+        e.addr,
+        i64::MAX
+    ))
+}
+
+/// The error for memory in use before the trace that adds up out of range.
+fn overflow_at_start(device: usize) -> MemvizError {
+    MemvizError::new(format!(
+        "the bytes in use on device {device} before its trace began (blocks freed without \
+         their alloc, blocks of the final segments, reserved segments) add up to more than \
+         {} bytes, which no device has. The snapshot's sizes are corrupt; dump it again.",
+        i64::MAX
+    ))
 }
 
 /// Frames that say nothing about the caller: the allocator, the unwinder,
@@ -324,37 +415,53 @@ pub struct SegmentSummary {
 }
 
 impl SegmentSummary {
-    /// Summarizes device `device`'s segments.
-    pub fn of(snap: &Snapshot, device: usize) -> SegmentSummary {
+    /// Summarizes device `device`'s segments; sums beyond `u64::MAX`
+    /// bytes are an error naming the segment.
+    pub fn of(snap: &Snapshot, device: usize) -> Result<SegmentSummary, MemvizError> {
         let mut s = SegmentSummary::default();
         for seg in snap.segments.iter().filter(|s| s.device == device) {
+            let add = |a: u64, b: u64| {
+                a.checked_add(b).ok_or_else(|| {
+                    MemvizError::new(format!(
+                        "the segment at address {:#x} of device {device} ({} bytes, {} blocks) \
+                         brings the bytes of the device's segments or blocks beyond {} bytes, \
+                         which no device has. The snapshot's sizes are corrupt; dump it again.",
+                        seg.address,
+                        seg.total_size,
+                        seg.blocks.len(),
+                        u64::MAX
+                    ))
+                })
+            };
             s.segments += 1;
             s.small_segments += usize::from(&*seg.segment_type == "small");
             s.private_pool_segments += usize::from(seg.pool_id != (0, 0));
-            s.reserved += seg.total_size;
-            let mut covered = 0;
+            s.reserved = add(s.reserved, seg.total_size)?;
+            let mut covered = 0u64;
             for b in &seg.blocks {
-                covered += b.size;
+                covered = add(covered, b.size)?;
                 if b.state == BlockState::Inactive {
-                    s.free_external += b.size;
+                    s.free_external = add(s.free_external, b.size)?;
                     if s.largest_free.is_none_or(|(l, ..)| b.size > l) {
                         s.largest_free = Some((b.size, b.address, seg.address, seg.stream));
                     }
                 } else {
-                    s.allocated += b.requested_size.min(b.size);
-                    s.free_internal += b.size.saturating_sub(b.requested_size);
+                    s.allocated = add(s.allocated, b.requested_size.min(b.size))?;
+                    s.free_internal =
+                        add(s.free_internal, b.size.saturating_sub(b.requested_size))?;
                 }
             }
             if seg.blocks.is_empty() || covered < seg.total_size {
                 // Segments listed without blocks: count the rest as free.
                 let rest = seg.total_size.saturating_sub(covered);
-                s.free_external += rest;
+                s.free_external = add(s.free_external, rest)?;
                 if rest > 0 && s.largest_free.is_none_or(|(l, ..)| rest > l) {
-                    s.largest_free = Some((rest, seg.address + covered, seg.address, seg.stream));
+                    let at = add(seg.address, covered)?;
+                    s.largest_free = Some((rest, at, seg.address, seg.stream));
                 }
             }
         }
-        s
+        Ok(s)
     }
 }
 
@@ -391,8 +498,9 @@ pub struct DeviceReport {
     pub segments: SegmentSummary,
 }
 
-/// Builds a device's report; `top` bounds the allocations listed at the peak.
-pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
+/// Builds a device's report; `top` bounds the allocations listed at the
+/// peak. Byte sums beyond `u64::MAX` are an error naming the allocation.
+pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> Result<DeviceReport, MemvizError> {
     let peak = tl.peak();
     let mut at_peak: Vec<usize> = (0..tl.allocs.len())
         .filter(|&i| tl.allocs[i].alive_at(peak.0))
@@ -430,6 +538,20 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
             })
         })
     };
+    let add = |a: u64, rec: &AllocRecord| {
+        a.checked_add(rec.size).ok_or_else(|| {
+            MemvizError::new(format!(
+                "the allocation of {} bytes at address {:#x} on device {} (time step {}) brings \
+                 the bytes of its call site beyond {} bytes, which no device has. The \
+                 snapshot's sizes are corrupt; dump it again.",
+                rec.size,
+                rec.addr,
+                tl.device,
+                rec.start,
+                u64::MAX
+            ))
+        })
+    };
     let mut leaks = Vec::new();
     for (i, rec) in tl.allocs.iter().enumerate() {
         if rec.initial {
@@ -438,24 +560,24 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
         let s = site_of(rec.stack, &mut sites);
         let st = &mut sites[s];
         st.count += 1;
-        st.bytes += rec.size;
+        st.bytes = add(st.bytes, rec)?;
         st.max = st.max.max(rec.size);
         if rec.end.is_none() {
             st.leaked_count += 1;
-            st.leaked_bytes += rec.size;
+            st.leaked_bytes = add(st.leaked_bytes, rec)?;
             leaks.push(i);
         }
     }
     for &i in &at_peak_set {
         let s = site_of(tl.allocs[i].stack, &mut sites);
-        sites[s].at_peak += tl.allocs[i].size;
+        sites[s].at_peak = add(sites[s].at_peak, &tl.allocs[i])?;
     }
     sites.retain(|s| s.count > 0 || s.at_peak > 0);
     sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
     leaks.sort_by(|&a, &b| tl.allocs[b].size.cmp(&tl.allocs[a].size).then(a.cmp(&b)));
 
-    let last = tl.allocated.len() - 1;
-    DeviceReport {
+    let last = tl.allocated.len().saturating_sub(1);
+    Ok(DeviceReport {
         device: tl.device,
         events: tl.events(),
         peak,
@@ -471,8 +593,8 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> DeviceReport {
         final_state: (tl.allocated[last], tl.reserved[last]),
         leaks,
         sites,
-        segments: SegmentSummary::of(snap, tl.device),
-    }
+        segments: SegmentSummary::of(snap, tl.device)?,
+    })
 }
 
 #[cfg(test)]
@@ -497,12 +619,12 @@ mod tests {
                    {"action": "free_requested", "addr": 600, "size": 10},
                    {"action": "free_completed", "addr": 600, "size": 10}]]}"#,
         );
-        let tl = Timeline::build(&s, 0);
+        let tl = Timeline::build(&s, 0).unwrap();
         // 100 (block never allocated in the trace) + 50 (freed first) at the start.
         assert_eq!(tl.allocated, vec![150, 100, 110, 110, 100]);
         assert_eq!(tl.reserved, vec![1000; 5]);
         assert_eq!(tl.peak(), (0, 150));
-        let r = analyze(&s, &tl, 10);
+        let r = analyze(&s, &tl, 10).unwrap();
         assert!(r.leaks.is_empty(), "initial blocks are not leaks");
         assert_eq!(r.alive_at_peak, 2);
         assert_eq!(r.segments.largest_free.map(|f| f.0), Some(900));
@@ -519,9 +641,9 @@ mod tests {
                        {"filename": "/a/b/user.cpp", "line": 7, "name": "run"}]},
                    {"action": "segment_free", "addr": 8192, "size": 2048}]]}"#,
         );
-        let tl = Timeline::build(&s, 0);
+        let tl = Timeline::build(&s, 0).unwrap();
         assert_eq!(tl.reserved, vec![4096, 6144, 6144, 4096]);
-        let r = analyze(&s, &tl, 10);
+        let r = analyze(&s, &tl, 10).unwrap();
         assert_eq!(r.sites[0].site, "b/user.cpp:7:run");
         assert_eq!((r.sites[0].leaked_count, r.leaks.len()), (1, 1));
     }

@@ -67,12 +67,13 @@ pub fn layout(tl: &Timeline, max_entries: usize) -> Layout {
             offset[k] = total;
             steps[k].push((t, total));
             stack.push(k);
-            total += size;
+            // Bounded by the timeline's checked totals; saturate, never wrap.
+            total = total.saturating_add(size);
         } else if let Some(pos) = stack.iter().position(|&s| s == k) {
             stack.remove(pos);
-            total -= size;
+            total = total.saturating_sub(size);
             for &above in &stack[pos..] {
-                offset[above] -= size;
+                offset[above] = offset[above].saturating_sub(size);
                 let st = &mut steps[above];
                 match st.last_mut() {
                     Some(last) if last.0 == t => last.1 = offset[above],
@@ -286,7 +287,7 @@ mod tests {
             .unwrap(),
         );
         let snap = Snapshot::from_value(&v, "test").unwrap();
-        let tl = Timeline::build(&snap, 0);
+        let tl = Timeline::build(&snap, 0).unwrap();
         let all = layout(&tl, 10);
         assert_eq!(all.drawn, vec![0, 1, 2]);
         assert_eq!(all.steps[0], vec![(1, 0)]);

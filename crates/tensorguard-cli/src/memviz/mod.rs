@@ -11,8 +11,8 @@
 //! let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
 //!     .join("tests/fixtures/pytorch_small.pickle");
 //! let snap = load(&path)?;
-//! let timeline = Timeline::build(&snap, 0);
-//! let report = analyze(&snap, &timeline, 3);
+//! let timeline = Timeline::build(&snap, 0)?;
+//! let report = analyze(&snap, &timeline, 3)?;
 //! assert_eq!(report.peak, (7, 1_900_544)); // bytes allocated after event 7
 //! assert_eq!(report.leaks.len(), 2);
 //! # Ok(())
@@ -96,17 +96,22 @@ pub struct Options {
 }
 
 /// Reads and models a snapshot file (pickle, or JSON for `.json` files and
-/// files starting with `{`/`[`).
+/// files starting with `{`/`[`). Like the library's reader, it refuses
+/// what is not a regular file and files above
+/// [`max_file_bytes`](snapshot_pickle::max_file_bytes).
 pub fn load(path: &Path) -> Result<Snapshot, MemvizError> {
     let what = path.display().to_string();
-    let data = std::fs::read(path).map_err(|e| {
+    if let Err(e) = std::fs::metadata(path) {
         let hint = if e.kind() == std::io::ErrorKind::NotFound {
             "check the path; snapshots are written by torch.cuda.memory._dump_snapshot(path)"
         } else {
             "check that the file is readable"
         };
-        MemvizError::new(format!("cannot read the snapshot {what}: {e}; {hint}."))
-    })?;
+        return Err(MemvizError::new(format!(
+            "cannot read the snapshot {what}: {e}; {hint}."
+        )));
+    }
+    let data = snapshot_pickle::read_file(path)?;
     let first = data.iter().find(|c| !c.is_ascii_whitespace()).copied();
     let is_json = path
         .extension()
@@ -224,8 +229,10 @@ pub fn run(opts: &Options) -> Result<String, MemvizError> {
     }
     let mut timelines = Vec::new();
     for &d in &devs {
-        let tl = Timeline::build(&snap, d);
-        let r = analyze(&snap, &tl, opts.top);
+        let in_file =
+            |e: MemvizError| MemvizError::new(format!("{}: {e}", opts.snapshot.display()));
+        let tl = Timeline::build(&snap, d).map_err(in_file)?;
+        let r = analyze(&snap, &tl, opts.top).map_err(in_file)?;
         report::render_device(&mut out, &snap, &tl, &r, opts.frames, opts.sites);
         timelines.push((tl, r));
     }

@@ -199,7 +199,7 @@ impl Snapshot {
                 b.snap.device_traces.push(out);
             }
         }
-        if let Some(Value::Dict(d)) = settings {
+        if let Some(Value::Dict(d)) = &settings {
             for (k, v) in d.borrow().iter() {
                 b.snap.allocator_settings.push((display(k), display(v)));
             }
@@ -208,7 +208,31 @@ impl Snapshot {
     }
 }
 
+/// How many levels and items of a setting's value [`display`] shows (a
+/// setting is a number, a string, or a small dict of numbers).
+const DISPLAY_DEPTH: usize = 3;
+const DISPLAY_ITEMS: usize = 64;
+
+/// Python's text of a setting's value, cut off (`…`) past
+/// [`DISPLAY_DEPTH`] levels and [`DISPLAY_ITEMS`] items per container, so
+/// a hostile setting cannot make the report huge.
 fn display(v: &Value) -> String {
+    display_at(v, 0)
+}
+
+fn display_at(v: &Value, depth: usize) -> String {
+    let is_container = matches!(v, Value::List(_) | Value::Tuple(_) | Value::Dict(_));
+    if is_container && depth >= DISPLAY_DEPTH {
+        return "…".into();
+    }
+    let join = |parts: Vec<String>, len: usize| {
+        let mut s = parts.join(", ");
+        if len > DISPLAY_ITEMS {
+            s.push_str(", …");
+        }
+        s
+    };
+    let item = |x: &Value| display_at(x, depth + 1);
     match v {
         Value::None => "None".into(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
@@ -217,23 +241,24 @@ fn display(v: &Value) -> String {
         Value::Float(f) => f.to_string(),
         Value::Str(s) => s.to_string(),
         Value::Bytes(b) => format!("<{} bytes>", b.len()),
-        Value::List(l) => format!(
-            "[{}]",
-            l.borrow()
+        Value::List(l) => {
+            let l = l.borrow();
+            let parts = l.iter().take(DISPLAY_ITEMS).map(item).collect();
+            format!("[{}]", join(parts, l.len()))
+        }
+        Value::Tuple(t) => {
+            let parts = t.iter().take(DISPLAY_ITEMS).map(item).collect();
+            format!("({})", join(parts, t.len()))
+        }
+        Value::Dict(d) => {
+            let d = d.borrow();
+            let parts = d
                 .iter()
-                .map(display)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Value::Tuple(t) => format!("({})", t.iter().map(display).collect::<Vec<_>>().join(", ")),
-        Value::Dict(d) => format!(
-            "{{{}}}",
-            d.borrow()
-                .iter()
-                .map(|(k, v)| format!("{}: {}", display(k), display(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .take(DISPLAY_ITEMS)
+                .map(|(k, v)| format!("{}: {}", item(k), item(v)))
+                .collect();
+            format!("{{{}}}", join(parts, d.len()))
+        }
         Value::Object(o) => format!("<{o}>"),
     }
 }
@@ -279,8 +304,35 @@ fn field_int(
     }
 }
 
-fn to_u64(v: i128) -> u64 {
-    u64::try_from(v.max(0)).unwrap_or(u64::MAX)
+/// The largest size in bytes a snapshot can hold: PyTorch writes sizes
+/// as signed 64-bit integers.
+pub const MAX_BYTES: u64 = i64::MAX as u64;
+
+/// A size in bytes (`key` of `path`, described by `desc`), or an error for
+/// one no device can have (negative, or above [`MAX_BYTES`]).
+fn bytes_of(v: i128, key: &str, desc: &str, what: &str) -> Result<u64, MemvizError> {
+    u64::try_from(v)
+        .ok()
+        .filter(|&b| b <= MAX_BYTES)
+        .ok_or_else(|| {
+            MemvizError::new(format!(
+                "{what}: {desc} has `{key}` = {v}, which is not a possible number of bytes \
+                 (expected 0 to {MAX_BYTES}, as PyTorch writes sizes as 64-bit signed \
+                 integers). The snapshot is corrupt; dump it again."
+            ))
+        })
+}
+
+/// An address (`key` of `desc`), or an error for a negative one or one
+/// above `u64::MAX`.
+fn addr_of(v: i128, key: &str, desc: &str, what: &str) -> Result<u64, MemvizError> {
+    u64::try_from(v).map_err(|_| {
+        MemvizError::new(format!(
+            "{what}: {desc} has `{key}` = {v}, which is not a possible address (expected 0 to \
+             {}). The snapshot is corrupt; dump it again.",
+            u64::MAX
+        ))
+    })
 }
 
 #[derive(Default)]
@@ -360,8 +412,19 @@ impl Builder {
                 s.type_name()
             )));
         }
-        let address = to_u64(field_int(s, "address", path, what, true)?.unwrap_or(0));
-        let total_size = to_u64(field_int(s, "total_size", path, what, true)?.unwrap_or(0));
+        let desc = format!("`{path}`");
+        let address = addr_of(
+            field_int(s, "address", path, what, true)?.unwrap_or(0),
+            "address",
+            &desc,
+            what,
+        )?;
+        let total_size = bytes_of(
+            field_int(s, "total_size", path, what, true)?.unwrap_or(0),
+            "total_size",
+            &desc,
+            what,
+        )?;
         let pool_id = match s.get("segment_pool_id").and_then(|p| p.items()) {
             Some(p) if p.len() == 2 => (
                 p[0].as_int().unwrap_or(0) as i64,
@@ -390,13 +453,21 @@ impl Builder {
         let mut offset = address;
         for (j, bv) in blocks.iter().enumerate() {
             let bpath = format!("{path}.blocks[{j}]");
-            let size = to_u64(field_int(bv, "size", &bpath, what, true)?.unwrap_or(0));
-            let block_addr = field_int(bv, "address", &bpath, what, false)?
-                .map(to_u64)
-                .unwrap_or(offset);
-            let requested = field_int(bv, "requested_size", &bpath, what, false)?
-                .map(to_u64)
-                .unwrap_or(size);
+            let bdesc = format!("`{bpath}`");
+            let size = bytes_of(
+                field_int(bv, "size", &bpath, what, true)?.unwrap_or(0),
+                "size",
+                &bdesc,
+                what,
+            )?;
+            let block_addr = match field_int(bv, "address", &bpath, what, false)? {
+                Some(a) => addr_of(a, "address", &bdesc, what)?,
+                None => offset,
+            };
+            let requested = match field_int(bv, "requested_size", &bpath, what, false)? {
+                Some(r) => bytes_of(r, "requested_size", &bdesc, what)?,
+                None => size,
+            };
             let state = match bv
                 .get("state")
                 .as_ref()
@@ -443,7 +514,8 @@ impl Builder {
             )));
         };
         let mut action = None;
-        let (mut addr, mut size, mut stream, mut time_us, mut device_free) = (0, 0, 0, None, None);
+        let (mut addr, mut size, mut stream, mut time_us, mut device_free) =
+            (0i128, 0i128, 0, None, None);
         let mut frames = None;
         // One pass over the entry's keys (this is the hot loop for big traces).
         for (k, v) in d.borrow().iter() {
@@ -459,11 +531,11 @@ impl Builder {
             };
             match &**k {
                 "action" => action = v.as_str().map(|s| Action::parse(s)),
-                "addr" => addr = to_u64(int()?),
-                "size" => size = to_u64(int()?),
+                "addr" => addr = int()?,
+                "size" => size = int()?,
                 "stream" => stream = int()? as i64,
                 "time_us" => time_us = v.as_int().map(|t| t as i64),
-                "device_free" => device_free = v.as_int().map(to_u64),
+                "device_free" => device_free = v.as_int(),
                 "frames" => frames = Some(v.clone()),
                 _ => {}
             }
@@ -474,6 +546,13 @@ impl Builder {
                  PyTorch memory snapshot has. Check that the file is a snapshot written by \
                  torch.cuda.memory._dump_snapshot."
             )));
+        };
+        let desc = format!("`{path}[{i}]` ({} at address {addr})", action.name());
+        let addr = addr_of(addr, "addr", &desc, what)?;
+        let size = bytes_of(size, "size", &desc, what)?;
+        let device_free = match device_free {
+            Some(f) => Some(bytes_of(f, "device_free", &desc, what)?),
+            None => None,
         };
         let stack = self.stack(frames);
         Ok(TraceEntry {

@@ -173,7 +173,12 @@ pub fn render_device(
         );
     }
 
-    let leaked: u64 = r.leaks.iter().map(|&i| tl.allocs[i].size).sum();
+    // Leaks are alive at the end, so their sum is at most the final
+    // allocated bytes; saturate anyway rather than wrap.
+    let leaked: u64 = r
+        .leaks
+        .iter()
+        .fold(0u64, |s, &i| s.saturating_add(tl.allocs[i].size));
     let _ = writeln!(
         out,
         "leaks (allocated in the trace and never freed): {} allocations, {}",

@@ -12,7 +12,7 @@ pub use pickle::check_viewer_pickle;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::panic::Location;
 use std::path::Path;
 
@@ -367,18 +367,18 @@ impl MemorySnapshot {
     /// are ignored; keys older PyTorch versions do not write
     /// (`requested_size`, `time_us`, `allocator_settings`, ...) default to 0,
     /// empty or PyTorch's default settings.
+    ///
+    /// Only regular files of at most
+    /// [`max_file_bytes`](crate::memory::snapshot_pickle::max_file_bytes)
+    /// (4 GiB unless `TENSORGUARD_SNAPSHOT_MAX_BYTES` says otherwise) are
+    /// read; pickles are checked as [`decode`](crate::memory::snapshot_pickle::decode)
+    /// says (nesting depth, cycles, expansion of shared containers).
     pub fn load(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
         let path = path.as_ref();
         let op = "memory::read_snapshot";
-        let file = File::open(path).map_err(|e| {
-            Error::invalid(
-                op,
-                format!("could not open {}: {e}. Check the path.", path.display()),
-            )
-        })?;
+        let data = unpickle::read_file_as(op, path)?;
         if is_json(path) {
-            let r = BufReader::with_capacity(1 << 20, file);
-            return serde_json::from_reader(r).map_err(|e| {
+            return serde_json::from_slice(&data).map_err(|e| {
                 Error::invalid(
                     op,
                     format!(
@@ -388,16 +388,6 @@ impl MemorySnapshot {
                 )
             });
         }
-        let mut data = Vec::new();
-        (&file).read_to_end(&mut data).map_err(|e| {
-            Error::invalid(
-                op,
-                format!(
-                    "could not read {}: {e}. Check that the file is readable.",
-                    path.display()
-                ),
-            )
-        })?;
         pickle::read(op, &data, &path.display().to_string())
     }
 }

@@ -5,6 +5,11 @@
 //! as `()`. A shared container (PyTorch's memoized frame dicts) is simply
 //! read again wherever it is referred to. Errors say where they happened
 //! (`device_traces[0][3].size: ...`).
+//!
+//! [`decode`](super::decode) rejects files nested deeper than
+//! [`MAX_DEPTH`] and containers that contain themselves; the deserializer
+//! also stops at that depth, so a value built any other way (a cycle made in
+//! code) is an error here too, not an endless recursion.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -14,7 +19,7 @@ use serde::de::value::StrDeserializer;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 
-use super::Value;
+use super::{Value, MAX_DEPTH};
 
 /// A type mismatch or missing field, with the path where it happened.
 #[derive(Debug)]
@@ -60,12 +65,26 @@ impl de::Error for DeError {
 
 /// Reads a `T` from a decoded pickle.
 pub(crate) fn from_value<T: DeserializeOwned>(v: &Value) -> Result<T, DeError> {
-    T::deserialize(Des(v))
+    T::deserialize(Des(v, 0))
 }
 
 /// Deserializer over a borrowed value (containers are cloned per level as
 /// `Rc`s, never deeply).
-struct Des<'a>(&'a Value);
+struct Des<'a>(&'a Value, usize);
+
+impl Des<'_> {
+    /// The depth of the items of this value's container, or an error past
+    /// [`MAX_DEPTH`].
+    fn inner(&self) -> Result<usize, DeError> {
+        if self.1 >= MAX_DEPTH {
+            return Err(de::Error::custom(format!(
+                "is nested more than {MAX_DEPTH} containers deep (or contains itself); a \
+                 memory snapshot is 7 levels deep"
+            )));
+        }
+        Ok(self.1 + 1)
+    }
+}
 
 impl<'de> de::Deserializer<'de> for Des<'_> {
     type Error = DeError;
@@ -82,16 +101,19 @@ impl<'de> de::Deserializer<'de> for Des<'_> {
             Value::List(l) => visitor.visit_seq(Seq {
                 items: Items::List(Rc::clone(l)),
                 index: 0,
+                depth: self.inner()?,
             }),
             Value::Tuple(t) => visitor.visit_seq(Seq {
                 items: Items::Tuple(Rc::clone(t)),
                 index: 0,
+                depth: self.inner()?,
             }),
             Value::Dict(d) => visitor.visit_map(Map {
                 entries: Rc::clone(d),
                 index: 0,
                 value: None,
                 key: Rc::from(""),
+                depth: self.inner()?,
             }),
         }
     }
@@ -159,6 +181,7 @@ impl Items {
 struct Seq {
     items: Items,
     index: usize,
+    depth: usize,
 }
 
 impl<'de> de::SeqAccess<'de> for Seq {
@@ -173,7 +196,7 @@ impl<'de> de::SeqAccess<'de> for Seq {
         };
         let i = self.index;
         self.index += 1;
-        seed.deserialize(Des(&item))
+        seed.deserialize(Des(&item, self.depth))
             .map(Some)
             .map_err(|e| e.at(format!("[{i}]")))
     }
@@ -188,6 +211,7 @@ struct Map {
     index: usize,
     value: Option<Value>,
     key: Rc<str>,
+    depth: usize,
 }
 
 /// A dict key as text: `str` keys as they are, others as Python prints
@@ -231,7 +255,8 @@ impl<'de> de::MapAccess<'de> for Map {
             <DeError as de::Error>::custom("a value was asked for before its key")
         })?;
         let key = &self.key;
-        seed.deserialize(Des(&v)).map_err(|e| e.at(key.to_string()))
+        seed.deserialize(Des(&v, self.depth))
+            .map_err(|e| e.at(key.to_string()))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -296,6 +321,23 @@ mod tests {
         assert_eq!(item.pair, (3, 4));
         assert_eq!(item.maybe, Some(u64::MAX));
         assert_eq!(item.names["2"], 5);
+    }
+
+    #[test]
+    fn a_list_that_contains_itself_is_an_error_not_an_endless_recursion() {
+        // `decode` never returns one; a value built in code can be.
+        let l = Rc::new(RefCell::new(Vec::new()));
+        l.borrow_mut().push(Value::List(Rc::clone(&l)));
+        let v = Value::List(Rc::clone(&l));
+        let err = from_value::<serde::de::IgnoredAny>(&v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nested more than 1000 containers deep"),
+            "{err}"
+        );
+        assert!(err.starts_with("`[0][0]"), "{err}");
+        l.borrow_mut().clear(); // break the cycle so the test does not leak
     }
 
     #[test]

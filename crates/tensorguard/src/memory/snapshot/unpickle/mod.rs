@@ -29,8 +29,9 @@
 //! let trace = v.get("device_traces").and_then(|t| t.items()).unwrap()[0].items().unwrap();
 //! let frame = |e: &Value| e.get("frames").and_then(|f| f.items()).unwrap()[0].clone();
 //! // the second entry's frame is the same dict as the first one's (a BINGET)
-//! match (frame(&trace[0]), frame(&trace[1])) {
-//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(&a, &b)),
+//! // (`Value` has its own non-recursive `Drop`, so match on references)
+//! match (&frame(&trace[0]), &frame(&trace[1])) {
+//!     (Value::Dict(a), Value::Dict(b)) => assert!(Rc::ptr_eq(a, b)),
 //!     _ => unreachable!(),
 //! }
 //! assert_eq!(frame(&trace[1]).get("line").and_then(|l| l.as_int()), Some(3));
@@ -40,12 +41,17 @@
 //! [`MemorySnapshot::load`]: crate::memory::MemorySnapshot::load
 
 pub(crate) mod de;
+mod file;
+mod limits;
 mod value;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+pub(crate) use file::read_file_as;
+pub use file::{max_file_bytes, read_file, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
+pub use limits::{node_limit, MAX_DEPTH, NODES_BASE, NODES_PER_BYTE};
 pub use value::Value;
 
 use crate::error::{Error, Result};
@@ -188,7 +194,46 @@ fn signed_le(bytes: &[u8]) -> Option<i128> {
     Some(i128::from_le_bytes(buf))
 }
 
+/// The memo: indices written in order (what picklers write) in a vector,
+/// others in a map, so a hostile index costs one entry, not a table up to it.
+#[derive(Default)]
+struct Memo {
+    dense: Vec<Value>,
+    sparse: HashMap<usize, Value>,
+    /// PUT and MEMOIZE opcodes seen.
+    puts: usize,
+}
+
+impl Memo {
+    fn put(&mut self, idx: usize, v: Value) {
+        self.puts += 1;
+        if idx < self.dense.len() {
+            self.dense[idx] = v;
+        } else if idx == self.dense.len() {
+            self.dense.push(v);
+        } else {
+            self.sparse.insert(idx, v);
+        }
+    }
+
+    /// MEMOIZE: the next index is the number of entries, as in Python.
+    fn memoize(&mut self, v: Value) {
+        let idx = self.dense.len() + self.sparse.len();
+        self.put(idx, v);
+    }
+
+    fn get(&self, idx: usize) -> Option<&Value> {
+        self.dense.get(idx).or_else(|| self.sparse.get(&idx))
+    }
+}
+
 /// Decodes one pickle from `data`; `what` names the file in error messages.
+///
+/// The result is safe to walk: containers are nested at most [`MAX_DEPTH`]
+/// deep, no container contains itself, and counting shared containers at
+/// every place they are referred to gives at most [`node_limit`]`(data.len())`
+/// values; files that break these rules are errors, as are memo indices
+/// that were never stored.
 ///
 /// ```
 /// use tensorguard::memory::snapshot_pickle::decode;
@@ -205,6 +250,17 @@ pub fn decode(data: &[u8], what: &str) -> Result<Value> {
 
 /// [`decode`], with errors naming `api` (the API the user called).
 pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Value> {
+    let value = decode_tree(api, data, what)?;
+    if let Err(e) = limits::check(&value, data.len(), api, what) {
+        limits::break_cycles(&value);
+        return Err(e);
+    }
+    Ok(value)
+}
+
+/// Runs the opcodes (the memo and the stack are gone when it returns, so
+/// the counts of references [`limits::check`] reads are the tree's own).
+fn decode_tree(api: &'static str, data: &[u8], what: &str) -> Result<Value> {
     let mut r = Reader {
         data,
         pos: 0,
@@ -214,7 +270,7 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
     };
     let mut stack: Vec<Value> = Vec::with_capacity(64);
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: Vec<Option<Value>> = Vec::new();
+    let mut memo = Memo::default();
 
     if data.is_empty() {
         return Err(Error::invalid(
@@ -257,12 +313,6 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
             return Err(r.corrupt(op, "a MARK above the top of the stack"));
         }
         Ok(stack.split_off(m))
-    }
-    fn memo_put(memo: &mut Vec<Option<Value>>, idx: usize, v: Value) {
-        if idx >= memo.len() {
-            memo.resize(idx + 1, None);
-        }
-        memo[idx] = Some(v);
     }
 
     loop {
@@ -437,7 +487,7 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
                     .last()
                     .cloned()
                     .ok_or_else(|| r.corrupt(op, "nothing on the stack to memoize"))?;
-                memo.push(Some(top));
+                memo.memoize(top);
             }
             b'q' | b'r' => {
                 let idx = if op == b'q' {
@@ -449,7 +499,7 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
                     .last()
                     .cloned()
                     .ok_or_else(|| r.corrupt(op, "nothing on the stack to memoize"))?;
-                memo_put(&mut memo, idx, top);
+                memo.put(idx, top);
             }
             b'h' | b'j' => {
                 let idx = if op == b'h' {
@@ -458,11 +508,16 @@ pub(crate) fn decode_as(api: &'static str, data: &[u8], what: &str) -> Result<Va
                     r.u32(op)? as usize
                 };
                 match memo.get(idx) {
-                    Some(Some(v)) => stack.push(v.clone()),
-                    _ => {
-                        return Err(
-                            r.corrupt(op, &format!("memo index {idx}, which was never stored"))
-                        )
+                    Some(v) => stack.push(v.clone()),
+                    None => {
+                        return Err(r.corrupt(
+                            op,
+                            &format!(
+                                "memo index {idx}, which was never stored (only {} PUT or \
+                                 MEMOIZE opcodes were seen before it)",
+                                memo.puts
+                            ),
+                        ))
                     }
                 }
             }

@@ -31,6 +31,66 @@ pub enum Value {
     Object(Rc<str>),
 }
 
+/// Dropping a value never recurses: the items of containers this value
+/// holds the last reference to are moved onto a heap stack and dropped one
+/// by one, so a tree nested a million levels deep (a hostile pickle, or one
+/// built in code) does not overflow the thread's stack.
+impl Drop for Value {
+    fn drop(&mut self) {
+        let mut pending: Vec<Value> = Vec::new();
+        take_children(self, &mut pending);
+        while let Some(mut v) = pending.pop() {
+            take_children(&mut v, &mut pending);
+            // `v` is dropped here with no children left: its own `drop`
+            // finds nothing to take and returns at once.
+        }
+    }
+}
+
+/// Moves the items of `v` onto `out` if `v` is the last reference to its
+/// container (a shared container is left alone: another owner keeps it).
+#[inline]
+fn take_children(v: &mut Value, out: &mut Vec<Value>) {
+    match v {
+        Value::List(l) => {
+            if let Some(cell) = Rc::get_mut(l) {
+                let items = cell.get_mut();
+                if items.iter().any(is_container) {
+                    out.append(items);
+                }
+            }
+        }
+        Value::Tuple(t) => {
+            if let Some(items) = Rc::get_mut(t) {
+                if items.iter().any(is_container) {
+                    out.extend(items.iter_mut().map(|i| std::mem::replace(i, Value::None)));
+                }
+            }
+        }
+        Value::Dict(d) => {
+            if let Some(cell) = Rc::get_mut(d) {
+                let entries = cell.get_mut();
+                if entries
+                    .iter()
+                    .any(|(k, v)| is_container(k) || is_container(v))
+                {
+                    for (k, v) in entries.drain(..) {
+                        out.push(k);
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether dropping `v` can recurse (it is a list, tuple or dict).
+#[inline]
+fn is_container(v: &Value) -> bool {
+    matches!(v, Value::List(_) | Value::Tuple(_) | Value::Dict(_))
+}
+
 impl Value {
     /// The value of key `key` if `self` is a dict with a `str` key `key`
     /// (the last one if the pickle set it twice).
