@@ -124,6 +124,7 @@ fn with_a_logger_warnings_go_to_it_and_say_what_they_count() -> Result<()> {
     warnings::set_mode(WarningMode::Auto);
     drop(x);
     device::synchronize(&dev)?;
+    device::synchronize(&small)?; // the fills queued by the backoff's tries
     assert_eq!(memory::allocated(&dev), 0);
     assert_eq!(memory::allocated(&small), 0);
     Ok(())
