@@ -9,7 +9,7 @@
 mod common;
 use common::assert_no_live_memory;
 
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard};
 
 use tensorguard::device::{self, Event, Stream};
 use tensorguard::transfer::{self, CopyOpts, SyncDebugMode};
@@ -24,42 +24,12 @@ fn setup() -> MutexGuard<'static, ()> {
     g
 }
 
-/// Warnings of the `tensorguard::sync` target.
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Warn
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if r.target() == "tensorguard::sync" {
-            WARNINGS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(r.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
-
 fn install_logger() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        log::set_logger(&Capture).expect("no other logger in this test binary");
-        log::set_max_level(log::LevelFilter::Warn);
-    });
+    common::log_capture::install();
 }
 
 fn warnings_mentioning(needle: &str) -> Vec<String> {
-    WARNINGS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|w| w.contains(needle))
-        .cloned()
-        .collect()
+    common::log_capture::of_target("tensorguard::sync", needle)
 }
 
 /// The sync report's row for `sync_debug.rs:<line>:` on `dev`: (op, syncs).

@@ -3,6 +3,8 @@
 //! binary run again with one test and no logger), nowhere when silenced.
 //! Also the repeated-copy warning's wording: what its numbers count.
 
+mod common;
+
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
@@ -31,34 +33,8 @@ fn lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Every record of a `tensorguard` target: (target, message).
-static RECORDS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.target().starts_with("tensorguard")
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            RECORDS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((r.target().to_string(), r.args().to_string()));
-        }
-    }
-    fn flush(&self) {}
-}
-
 fn records_mentioning(needle: &str) -> Vec<(String, String)> {
-    RECORDS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|(_, m)| m.contains(needle))
-        .cloned()
-        .collect()
+    common::log_capture::mentioning(needle)
 }
 
 /// Copy `x` to `dev` at one call site `n` times.
@@ -74,8 +50,7 @@ fn copies_at_one_site(x: &Tensor, dev: &Device, n: usize) -> Result<()> {
 fn with_a_logger_warnings_go_to_it_and_say_what_they_count() -> Result<()> {
     setup_devices();
     let _g = lock();
-    log::set_logger(&Capture).expect("the only logger of this test binary");
-    log::set_max_level(log::LevelFilter::Info);
+    common::log_capture::install();
     warnings::set_mode(WarningMode::Auto);
     transfer::set_repeat_policy(RepeatPolicy::Warn);
     let dev = Device::Emulated(0);
@@ -115,10 +90,10 @@ fn with_a_logger_warnings_go_to_it_and_say_what_they_count() -> Result<()> {
     // silenced, or sent to stderr: the logger sees nothing
     for mode in [WarningMode::Off, WarningMode::Stderr] {
         warnings::set_mode(mode);
-        let before = RECORDS.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let before = common::log_capture::count();
         let y = Tensor::zeros([256], DType::F32, &Device::Cpu)?;
         copies_at_one_site(&y, &dev, 4)?;
-        let after = RECORDS.lock().unwrap_or_else(|e| e.into_inner()).len();
+        let after = common::log_capture::count();
         assert_eq!(before, after, "{mode:?}");
     }
     warnings::set_mode(WarningMode::Auto);

@@ -27,3 +27,4 @@ pub fn assert_no_live_memory(dev: &Device) {
         memory::summary(dev)
     );
 }
+pub mod log_capture;
