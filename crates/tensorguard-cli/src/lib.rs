@@ -3,6 +3,7 @@
 //!
 //! - [`memviz`]: reads memory snapshots (PyTorch's `_dump_snapshot` pickles
 //!   or JSON) and analyzes them; `tensorguard memviz` prints its report.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod memviz;

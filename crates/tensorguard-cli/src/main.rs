@@ -1,6 +1,7 @@
 //! The `tensorguard` command line: `tensorguard doctor` reports the devices
 //! this build can use and checks that the runtime works on each of them;
 //! `tensorguard bench copy` measures copy costs on this machine.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -9,5 +9,6 @@
 //! let w = Tensor::zeros([2, 2], DType::F32, &Device::Cpu).unwrap();
 //! assert_eq!(w.numel(), 4);
 //! ```
+#![forbid(unsafe_code)]
 
 pub use tensorguard;

@@ -32,6 +32,10 @@
 //! assert!(e.add_(1.0).is_err());
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
+// `unsafe` lives in `device/` and `memory/` only, each block says why it is sound.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod autograd;
 pub mod device;
