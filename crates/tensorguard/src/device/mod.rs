@@ -18,8 +18,9 @@ pub(crate) use emulated::on_stream_worker;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
 
-/// A stream's number on its device (0 is the default stream).
-pub(crate) type StreamId = u32;
+/// A stream's number on its device (0 is the default stream); declared by
+/// the allocator, the lower layer, whose blocks remember their stream.
+pub(crate) use crate::memory::StreamId;
 
 use std::fmt;
 use std::str::FromStr;

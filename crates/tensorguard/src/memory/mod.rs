@@ -26,7 +26,7 @@ mod watch;
 use std::panic::Location;
 use std::ptr::NonNull;
 
-pub(crate) use caching::{Allocation, CachingAllocator};
+pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
 pub use oom::{LiveAllocation, OomReport};
 pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
@@ -44,7 +44,7 @@ pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 pub use snapshot::unpickle as snapshot_pickle;
 
 use crate::device::backend::backend;
-use crate::device::{current_stream_id, Device, StreamId};
+use crate::device::{current_stream_id, Device};
 use crate::dtype::Native;
 use crate::error::{Error, Result};
 

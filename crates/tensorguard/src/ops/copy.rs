@@ -110,33 +110,26 @@ impl Tensor {
     /// Set every element to `value` in place.
     #[track_caller]
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Tensor> {
-        let site = Location::caller();
-        check_inplace_target("fill_", self, self.dtype(), self.shape(), &[])?;
-        let before = autograd::inplace_begin("fill_", self, &[], site, false)?;
-        launch(
-            &Kernel::Fill(value.into()),
-            &[Out {
-                t: self,
-                dtype: self.dtype(),
-            }],
-            &[],
-            true,
-            site,
-        )?;
-        if let Some(before) = before {
-            autograd::inplace_finish(self, before, site, formulas::overwrite("FillBackward"));
-        }
-        Ok(self)
+        self.fill_as("fill_", value.into(), Location::caller())
     }
 
     /// Set every element to zero in place.
     #[track_caller]
     pub fn zero_(&self) -> Result<&Tensor> {
-        let site = Location::caller();
-        check_inplace_target("zero_", self, self.dtype(), self.shape(), &[])?;
-        let before = autograd::inplace_begin("zero_", self, &[], site, false)?;
+        self.fill_as("zero_", Scalar::Int(0), Location::caller())
+    }
+
+    /// `fill_` and `zero_`: one in-place fill, reported as `op`.
+    fn fill_as(
+        &self,
+        op: &'static str,
+        value: Scalar,
+        site: &'static Location<'static>,
+    ) -> Result<&Tensor> {
+        check_inplace_target(op, self, self.dtype(), self.shape(), &[])?;
+        let before = autograd::inplace_begin(op, self, &[], site, false)?;
         launch(
-            &Kernel::Fill(Scalar::Int(0)),
+            &Kernel::Fill(value),
             &[Out {
                 t: self,
                 dtype: self.dtype(),
