@@ -143,26 +143,9 @@ impl Tensor {
         let d = self.dim_for("index_select", dim)?;
         let mut shape: Dims = self.shape().into();
         shape[d] = index.numel();
-        let out = Tensor::uninit(&shape, self.dtype(), &self.device(), site)?;
-        launch(
-            &Kernel::IndexSelect { dim: d },
-            &[Out {
-                t: &out,
-                dtype: self.dtype(),
-            }],
-            &[In::new(self, self.dtype()), In::new(index, DType::I64)],
-            false,
-            site,
-        )?;
-        if autograd::tracking(&[self]) {
-            autograd::record(
-                &out,
-                &[self, index],
-                site,
-                formulas::index_select(self, d, index),
-            );
-        }
-        Ok(out)
+        self.read_at(index, &shape, &Kernel::IndexSelect { dim: d }, site, || {
+            formulas::index_select(self, d, index)
+        })
     }
 
     /// `out[i][j] = self[i][index[i][j]]` for `dim = 1` (PyTorch's `gather`);
@@ -183,9 +166,29 @@ impl Tensor {
                 hint: format!("the index must have as many dims as the input, and no larger size in any dim other than {d}."),
             });
         }
-        let out = Tensor::uninit(index.shape(), self.dtype(), &self.device(), site)?;
-        launch(
+        self.read_at(
+            index,
+            index.shape(),
             &Kernel::Gather { dim: d },
+            site,
+            || formulas::gather(self, d, index),
+        )
+    }
+
+    /// `index_select` and `gather` after their checks: a new tensor of
+    /// `shape` that `kernel` reads from `self` at the int64 `index`, with
+    /// the backward formula `grad` when autograd tracks `self`.
+    fn read_at(
+        &self,
+        index: &Tensor,
+        shape: &[usize],
+        kernel: &Kernel,
+        site: &'static Location<'static>,
+        grad: impl FnOnce() -> autograd::Grad,
+    ) -> Result<Tensor> {
+        let out = Tensor::uninit(shape, self.dtype(), &self.device(), site)?;
+        launch(
+            kernel,
             &[Out {
                 t: &out,
                 dtype: self.dtype(),
@@ -195,7 +198,7 @@ impl Tensor {
             site,
         )?;
         if autograd::tracking(&[self]) {
-            autograd::record(&out, &[self, index], site, formulas::gather(self, d, index));
+            autograd::record(&out, &[self, index], site, grad());
         }
         Ok(out)
     }
