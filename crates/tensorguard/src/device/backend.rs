@@ -63,7 +63,8 @@ pub(crate) trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Wait for every stream; returns the first fault found.
     fn synchronize(&self) -> Result<()>;
-    /// Keep `buf` from reuse until every mark in `deps` has completed.
+    /// Keep `buf` from reuse until every mark in `deps` has completed
+    /// (cross-stream lifetime: Note [Storage usage marks] in `tensor/storage.rs`).
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>);
     /// Free deferred buffers whose marks completed; with `wait`, wait for
     /// all. Returns whether any block was freed.

@@ -31,7 +31,7 @@ fn internal(what: &str) -> Error {
 }
 
 /// Run `kernel` with the storages of `outs` write-locked and those of `ins`
-/// read-locked, in storage-id order, one lock per storage. Inputs whose
+/// read-locked (see Note [Lock order] in `tensor/storage.rs`). Inputs whose
 /// dtype differs from what the kernel reads, or that share storage with an
 /// output, are staged into temporaries under the same locks; outputs whose
 /// dtype differs from what the kernel produces are written through a
@@ -290,7 +290,7 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     {
         return None;
     }
-    // distinct input storages, then all locks in id order
+    // distinct input storages, then all locks in id order: Note [Lock order]
     let mut reads: [Option<&Arg<'_>>; 2] = [None, None];
     for (k, i) in rest.iter().enumerate() {
         if !reads[..k]

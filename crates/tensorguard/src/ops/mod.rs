@@ -106,7 +106,8 @@ pub(crate) fn launch(
     });
     if device.is_cpu() {
         // host storages that an asynchronous transfer still uses: wait for it
-        // (a pinned source being copied, a pinned result being filled)
+        // (a pinned source being copied, a pinned result being filled);
+        // see Note [Storage usage marks]
         for o in outs {
             o.t.storage().sync_for_host_write()?;
         }

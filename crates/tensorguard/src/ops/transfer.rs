@@ -310,6 +310,7 @@ fn transfer_into(
         }
     }
     if ddev.is_cpu() {
+        // a host destination a queued copy still reads: Note [Storage usage marks]
         dst.storage().sync_for_host_write()?;
     }
     let out = owned(dst, dst.dtype(), None);

@@ -55,15 +55,41 @@ impl Poison {
     }
 }
 
-/// Memory shared by a tensor and its views.
-///
-/// Ops lock storages in increasing `id` order (read for inputs, write for
-/// outputs), so an op is atomic with respect to every other op and two ops
-/// never wait on each other in a cycle. On an asynchronous device the locks
-/// are taken by the stream worker when the kernel runs; the host records
-/// here which stream positions use the storage, so that host reads wait for
-/// pending writes and the block is not reused while another stream may
-/// still read it (PyTorch's `record_stream`, done for the user).
+// Note [Lock order]
+// ~~~~~~~~~~~~~~~~~
+// An op locks every storage it touches before its kernel runs, in
+// increasing storage id, one lock per storage even when it appears several
+// times (write wins over read). So an op is atomic with respect to every
+// other op (ten threads doing `add_` on one tensor lose no update) and two
+// ops never wait on each other in a cycle. On an asynchronous device the
+// stream worker takes the locks when the kernel runs, not the host at
+// enqueue time. `device::exec::execute` is the one place that takes them.
+//
+// Note [Storage usage marks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One mechanism serves every lifetime and host-ordering rule. The host
+// records, in the storage, which stream positions use it (`record_use`:
+// the last pending write, and the latest use per (device, stream)); a host
+// storage used by a device's queued work is flagged `foreign`. Then:
+// - a host read waits for the pending write (`sync_for_host_read`: reading
+//   a device tensor, or a pinned result still being filled);
+// - a host write waits for every pending use (`sync_for_host_write`: the
+//   pinned-source guard: `add_` on a pinned tensor whose copy is queued
+//   waits for the copy to read it first);
+// - cross-stream lifetime: a device storage dropped while another stream
+//   still uses it is handed to the device's deferred list with its marks,
+//   and its block is reused only once they completed (PyTorch's
+//   `record_stream`, done for the user);
+// - queued work owns `Arc`s of the storages it uses, so nothing it reads or
+//   writes is freed before it ran, and they are released on the worker
+//   before its position counts as completed (`synchronize` then
+//   `memory::allocated` is exact).
+// Ordering *data* between two streams stays the user's (`wait_stream`,
+// events), as in PyTorch.
+
+/// Memory shared by a tensor and its views: a block from its device's
+/// allocator, the version counter, the usage marks and the poison slot.
+/// See Note [Lock order] and Note [Storage usage marks].
 pub(crate) struct Storage {
     id: u64,
     device: Device,
@@ -184,7 +210,7 @@ impl Storage {
     }
 
     /// Record that position `seq` of `stream` on `device` reads (or
-    /// writes) this storage. `device` is the storage's own device for ops,
+    /// writes) this storage (Note [Storage usage marks]). `device` is the storage's own device for ops,
     /// and the device doing the work for a transfer to or from the host.
     pub(crate) fn record_use(&self, device: Device, stream: StreamId, seq: u64, write: bool) {
         let mut u = self.uses.lock();

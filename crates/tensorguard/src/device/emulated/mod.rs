@@ -158,6 +158,7 @@ impl Backend for Emulated {
         first
     }
 
+    /// Cross-stream lifetime: see Note [Storage usage marks].
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>) {
         self.deferred.lock().push((buf, deps));
     }
