@@ -877,3 +877,44 @@ fn last_write_location_is_the_caller(dev: &Device) -> Result<()> {
     assert_eq!(e.version(), 1);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// The harness itself (common::test_device!)
+// ---------------------------------------------------------------------------
+
+/// A case that leaves a tensor alive on its device.
+fn leaks_one_tensor(dev: &Device) -> Result<()> {
+    std::mem::forget(Tensor::zeros([8], DType::F32, dev)?);
+    Ok(())
+}
+
+#[test]
+#[should_panic(expected = "live memory left on emu:")]
+fn harness_leak_check_fails_a_leaking_device_case() {
+    let _ = common::run_case(common::fresh_emu(), leaks_one_tensor);
+}
+
+static CUDA_CASE_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn records_that_it_ran(_dev: &Device) -> Result<()> {
+    CUDA_CASE_RAN.store(true, std::sync::atomic::Ordering::SeqCst);
+    Ok(())
+}
+
+#[test]
+fn harness_skips_an_unavailable_cuda_and_fails_an_unavailable_emu() -> Result<()> {
+    let cuda = Device::Cuda(0);
+    let available = cuda.check_available().is_ok();
+    common::run_case(cuda, records_that_it_ran)?;
+    // skipped (after printing why) exactly when this build has no CUDA
+    assert_eq!(
+        CUDA_CASE_RAN.load(std::sync::atomic::Ordering::SeqCst),
+        available
+    );
+    // a missing emulated device is an error, never a silent skip
+    common::setup_emulated(common::EMU_DEVICES);
+    let missing = Device::Emulated(common::EMU_DEVICES);
+    let err = common::run_case(missing, records_that_it_ran).unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    Ok(())
+}

@@ -97,6 +97,7 @@ pub fn run_case(
 /// `_cpu` runs on the host, `_emu` on an emulated device of its own
 /// ([`fresh_emu`]), `_cuda` on `cuda:0` or prints `skipped: <why>` where
 /// this build has no CUDA. The device runs end with a leak check.
+#[allow(unused_macros)] // not every test binary that has `mod common` uses it
 macro_rules! test_device {
     ($case:ident, $cpu:ident, $emu:ident, $cuda:ident) => {
         #[test]
@@ -113,4 +114,5 @@ macro_rules! test_device {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use test_device;
