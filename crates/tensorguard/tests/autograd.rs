@@ -2,8 +2,15 @@
 //! retain_grad, retain_graph, accumulation, detach, grad mode), in-place
 //! rebasing, the errors (in-place on a leaf, saved tensor modified, misuse
 //! of backward), anomaly mode and thread safety.
+//!
+//! The device-independent tests run once per device
+//! (`common::test_device!`): `_cpu`, `_emu` (an emulated device of its own,
+//! with a leak check) and `_cuda` (skipped, with the reason, where this
+//! build has no CUDA).
 
 mod common;
+
+use common::test_device;
 
 use std::panic::Location;
 use std::sync::{Arc, Barrier};
@@ -13,12 +20,12 @@ use tensorguard::{DType, Device, Error, Result, Tensor};
 
 const CPU: Device = Device::Cpu;
 
-fn f32s(v: &[f32], shape: &[usize]) -> Tensor {
-    Tensor::from_slice(v, shape, &CPU).unwrap()
+fn f32s(dev: &Device, v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_slice(v, shape, dev).unwrap()
 }
 
-fn leaf32(v: &[f32], shape: &[usize]) -> Tensor {
-    f32s(v, shape).requires_grad(true).unwrap()
+fn leaf32(dev: &Device, v: &[f32], shape: &[usize]) -> Tensor {
+    f32s(dev, v, shape).requires_grad(true).unwrap()
 }
 
 fn grad_vec(t: &Tensor) -> Vec<f32> {
@@ -49,15 +56,20 @@ fn here() -> &'static Location<'static> {
 // Leaves, requires_grad, grad, grad_fn
 // ---------------------------------------------------------------------------
 
-#[test]
-fn requires_grad_and_leaf_flags() -> Result<()> {
-    let plain = f32s(&[1.0, 2.0], &[2]);
+test_device!(
+    requires_grad_and_leaf_flags,
+    requires_grad_and_leaf_flags_cpu,
+    requires_grad_and_leaf_flags_emu,
+    requires_grad_and_leaf_flags_cuda
+);
+fn requires_grad_and_leaf_flags(dev: &Device) -> Result<()> {
+    let plain = f32s(dev, &[1.0, 2.0], &[2]);
     assert!(!plain.is_requires_grad());
     assert!(plain.is_leaf());
     assert!(plain.grad().is_none());
     assert_eq!(plain.grad_fn_name(), None);
 
-    let x = f32s(&[1.0, 2.0], &[2]).requires_grad(true)?;
+    let x = f32s(dev, &[1.0, 2.0], &[2]).requires_grad(true)?;
     assert!(x.is_requires_grad());
     assert!(x.is_leaf());
     assert!(x.grad().is_none());
@@ -84,7 +96,7 @@ fn requires_grad_and_leaf_flags() -> Result<()> {
     assert_eq!(z.grad_fn_name(), None);
 
     // set_requires_grad toggles a leaf
-    let w = f32s(&[3.0], &[1]);
+    let w = f32s(dev, &[3.0], &[1]);
     w.set_requires_grad(true)?;
     assert!(w.is_requires_grad());
     w.set_requires_grad(false)?;
@@ -93,9 +105,14 @@ fn requires_grad_and_leaf_flags() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn requires_grad_refused_for_ints_and_non_leaves() -> Result<()> {
-    let i = Tensor::arange(0, 3, &CPU)?;
+test_device!(
+    requires_grad_refused_for_ints_and_non_leaves,
+    requires_grad_refused_for_ints_and_non_leaves_cpu,
+    requires_grad_refused_for_ints_and_non_leaves_emu,
+    requires_grad_refused_for_ints_and_non_leaves_cuda
+);
+fn requires_grad_refused_for_ints_and_non_leaves(dev: &Device) -> Result<()> {
+    let i = Tensor::arange(0, 3, dev)?;
     let err = i.set_requires_grad(true).unwrap_err();
     assert!(
         matches!(
@@ -111,7 +128,7 @@ fn requires_grad_refused_for_ints_and_non_leaves() -> Result<()> {
     // turning it off is fine for any dtype
     i.set_requires_grad(false)?;
 
-    let x = leaf32(&[1.0], &[1]);
+    let x = leaf32(dev, &[1.0], &[1]);
     let y = x.mul(2.0)?;
     let err = y.set_requires_grad(false).unwrap_err();
     assert!(
@@ -128,10 +145,15 @@ fn requires_grad_refused_for_ints_and_non_leaves() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn backward_on_scalar_fills_leaf_grads() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
-    let w = leaf32(&[0.5, -1.0, 2.0], &[3]);
+test_device!(
+    backward_on_scalar_fills_leaf_grads,
+    backward_on_scalar_fills_leaf_grads_cpu,
+    backward_on_scalar_fills_leaf_grads_emu,
+    backward_on_scalar_fills_leaf_grads_cuda
+);
+fn backward_on_scalar_fills_leaf_grads(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
+    let w = leaf32(dev, &[0.5, -1.0, 2.0], &[3]);
     let loss = x.mul(&x)?.mul(&w)?.sum()?;
     loss.backward()?;
     // d/dx = 2 x w, d/dw = x^2
@@ -146,17 +168,24 @@ fn backward_on_scalar_fills_leaf_grads() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn backward_with_on_any_shape() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+test_device!(
+    backward_with_on_any_shape,
+    backward_with_on_any_shape_cpu,
+    backward_with_on_any_shape_emu,
+    backward_with_on_any_shape_cuda
+);
+fn backward_with_on_any_shape(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let y = x.mul(3.0)?;
-    let g = f32s(&[1.0, 0.0, -1.0, 2.0, 0.5, 1.0], &[2, 3]);
+    let g = f32s(dev, &[1.0, 0.0, -1.0, 2.0, 0.5, 1.0], &[2, 3]);
     y.backward_with(&g, false)?;
     assert_close(&grad_vec(&x), &[3.0, 0.0, -3.0, 6.0, 1.5, 3.0]);
 
     // a gradient of the wrong shape is refused
     let y = x.mul(3.0)?;
-    let err = y.backward_with(&f32s(&[1.0; 3], &[3]), false).unwrap_err();
+    let err = y
+        .backward_with(&f32s(dev, &[1.0; 3], &[3]), false)
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -173,20 +202,25 @@ fn backward_with_on_any_shape() -> Result<()> {
     );
 
     // backward_with on a leaf accumulates the given gradient
-    let l = leaf32(&[1.0, 1.0], &[2]);
-    let g = f32s(&[4.0, 5.0], &[2]);
+    let l = leaf32(dev, &[1.0, 1.0], &[2]);
+    let g = f32s(dev, &[4.0, 5.0], &[2]);
     l.backward_with(&g, false)?;
     assert_eq!(grad_vec(&l), vec![4.0, 5.0]);
     Ok(())
 }
 
-#[test]
-fn leaf_grad_does_not_alias_other_memory() -> Result<()> {
+test_device!(
+    leaf_grad_does_not_alias_other_memory,
+    leaf_grad_does_not_alias_other_memory_cpu,
+    leaf_grad_does_not_alias_other_memory_emu,
+    leaf_grad_does_not_alias_other_memory_cuda
+);
+fn leaf_grad_does_not_alias_other_memory(dev: &Device) -> Result<()> {
     // `add` hands the same gradient to both operands, and backward_with's
     // gradient belongs to the caller: neither may show up as `.grad` memory
-    let a = leaf32(&[1.0, 2.0], &[2]);
-    let b = leaf32(&[3.0, 4.0], &[2]);
-    let g = f32s(&[1.0, 1.0], &[2]);
+    let a = leaf32(dev, &[1.0, 2.0], &[2]);
+    let b = leaf32(dev, &[3.0, 4.0], &[2]);
+    let g = f32s(dev, &[1.0, 1.0], &[2]);
     a.add(&b)?.backward_with(&g, false)?;
     let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
     assert!(!ga.shares_storage(&gb));
@@ -196,15 +230,20 @@ fn leaf_grad_does_not_alias_other_memory() -> Result<()> {
     assert_eq!(grad_vec(&b), vec![1.0, 1.0]);
     assert_eq!(g.to_vec::<f32>()?, vec![1.0, 1.0]);
 
-    let l = leaf32(&[1.0, 1.0], &[2]);
+    let l = leaf32(dev, &[1.0, 1.0], &[2]);
     l.backward_with(&g, false)?;
     assert!(!l.grad().unwrap().shares_storage(&g));
     Ok(())
 }
 
-#[test]
-fn gradients_accumulate_across_backward_calls() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
+test_device!(
+    gradients_accumulate_across_backward_calls,
+    gradients_accumulate_across_backward_calls_cpu,
+    gradients_accumulate_across_backward_calls_emu,
+    gradients_accumulate_across_backward_calls_cuda
+);
+fn gradients_accumulate_across_backward_calls(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     for k in 1..=3 {
         x.mul(&x)?.sum()?.backward()?;
         assert_close(&grad_vec(&x), &[2.0 * k as f32, 4.0 * k as f32]);
@@ -218,17 +257,17 @@ fn gradients_accumulate_across_backward_calls() -> Result<()> {
     x.set_grad(None)?;
     assert!(x.grad().is_none());
     // set_grad(Some) replaces, and the next backward adds to it
-    x.set_grad(Some(f32s(&[100.0, 200.0], &[2])))?;
+    x.set_grad(Some(f32s(dev, &[100.0, 200.0], &[2])))?;
     x.mul(2.0)?.sum()?.backward()?;
     assert_eq!(grad_vec(&x), vec![102.0, 202.0]);
     // a gradient of the wrong shape is refused
-    let err = x.set_grad(Some(f32s(&[1.0; 3], &[3]))).unwrap_err();
+    let err = x.set_grad(Some(f32s(dev, &[1.0; 3], &[3]))).unwrap_err();
     assert!(
         matches!(err, Error::ShapeMismatch { op: "set_grad", .. }),
         "{err:?}"
     );
     let err = x
-        .set_grad(Some(Tensor::from_slice(&[1.0f64, 2.0], [2], &CPU)?))
+        .set_grad(Some(Tensor::from_slice(&[1.0f64, 2.0], [2], dev)?))
         .unwrap_err();
     assert!(
         matches!(err, Error::ShapeMismatch { op: "set_grad", .. }),
@@ -237,9 +276,14 @@ fn gradients_accumulate_across_backward_calls() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn retain_grad_on_non_leaves() -> Result<()> {
-    let x = leaf32(&[1.0, -2.0, 3.0], &[3]);
+test_device!(
+    retain_grad_on_non_leaves,
+    retain_grad_on_non_leaves_cpu,
+    retain_grad_on_non_leaves_emu,
+    retain_grad_on_non_leaves_cuda
+);
+fn retain_grad_on_non_leaves(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, -2.0, 3.0], &[3]);
     let y = x.mul(2.0)?;
     y.retain_grad()?;
     let h = y.exp()?; // not retained
@@ -254,17 +298,17 @@ fn retain_grad_on_non_leaves() -> Result<()> {
     assert!(z.grad().is_none());
 
     // retained grads accumulate too
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     let y = x.mul(3.0)?;
     y.retain_grad()?;
-    y.sum()?.backward_with(&f32s(&[1.0], &[]), true)?;
+    y.sum()?.backward_with(&f32s(dev, &[1.0], &[]), true)?;
     y.sum()?.backward()?;
     assert_eq!(grad_vec(&y), vec![2.0, 2.0]);
     assert_eq!(grad_vec(&x), vec![6.0, 6.0]);
 
     // on a leaf it is a no-op; on a tensor that does not require grad, an error
     x.retain_grad()?;
-    let err = f32s(&[1.0], &[1]).retain_grad().unwrap_err();
+    let err = f32s(dev, &[1.0], &[1]).retain_grad().unwrap_err();
     assert!(
         matches!(
             err,
@@ -278,11 +322,16 @@ fn retain_grad_on_non_leaves() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn retain_graph_allows_several_backwards() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+test_device!(
+    retain_graph_allows_several_backwards,
+    retain_graph_allows_several_backwards_cpu,
+    retain_graph_allows_several_backwards_emu,
+    retain_graph_allows_several_backwards_cuda
+);
+fn retain_graph_allows_several_backwards(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let loss = x.exp()?.mul(&x)?.sum()?;
-    let one = f32s(&[1.0], &[]);
+    let one = f32s(dev, &[1.0], &[]);
     loss.backward_with(&one, true)?;
     let first = grad_vec(&x);
     loss.backward_with(&one, true)?;
@@ -307,9 +356,14 @@ fn retain_graph_allows_several_backwards() -> Result<()> {
 // Misuse of backward: clear errors
 // ---------------------------------------------------------------------------
 
-#[test]
-fn backward_twice_without_retain_graph_is_an_error() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
+test_device!(
+    backward_twice_without_retain_graph_is_an_error,
+    backward_twice_without_retain_graph_is_an_error_cpu,
+    backward_twice_without_retain_graph_is_an_error_emu,
+    backward_twice_without_retain_graph_is_an_error_cuda
+);
+fn backward_twice_without_retain_graph_is_an_error(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     let loss = x.exp()?.sum()?;
     loss.backward()?;
     let at = here();
@@ -333,16 +387,21 @@ fn backward_twice_without_retain_graph_is_an_error() -> Result<()> {
     let a = y.exp()?.sum()?;
     let b = y.sum()?;
     a.backward()?;
-    let err = b.backward_with(&f32s(&[1.0], &[]), false).unwrap_err();
+    let err = b.backward_with(&f32s(dev, &[1.0], &[]), false).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Autograd { .. }), "{err:?}");
     assert!(msg.contains("MulBackward"), "{msg}");
     Ok(())
 }
 
-#[test]
-fn backward_on_non_scalar_without_gradient_is_an_error() -> Result<()> {
-    let x = leaf32(&[1.0; 6], &[2, 3]);
+test_device!(
+    backward_on_non_scalar_without_gradient_is_an_error,
+    backward_on_non_scalar_without_gradient_is_an_error_cpu,
+    backward_on_non_scalar_without_gradient_is_an_error_emu,
+    backward_on_non_scalar_without_gradient_is_an_error_cuda
+);
+fn backward_on_non_scalar_without_gradient_is_an_error(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0; 6], &[2, 3]);
     let y = x.mul(2.0)?;
     let err = y.backward().unwrap_err();
     let Error::Autograd { message } = &err else {
@@ -364,9 +423,14 @@ fn backward_on_non_scalar_without_gradient_is_an_error() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn backward_without_any_input_requiring_grad_is_an_error() -> Result<()> {
-    let a = f32s(&[1.0, 2.0], &[2]);
+test_device!(
+    backward_without_any_input_requiring_grad_is_an_error,
+    backward_without_any_input_requiring_grad_is_an_error_cpu,
+    backward_without_any_input_requiring_grad_is_an_error_emu,
+    backward_without_any_input_requiring_grad_is_an_error_cuda
+);
+fn backward_without_any_input_requiring_grad_is_an_error(dev: &Device) -> Result<()> {
+    let a = f32s(dev, &[1.0, 2.0], &[2]);
     let loss = a.mul(3.0)?.sum()?;
     let err = loss.backward().unwrap_err();
     let Error::Autograd { message } = &err else {
@@ -377,14 +441,14 @@ fn backward_without_any_input_requiring_grad_is_an_error() -> Result<()> {
     assert!(message.contains(file!()), "{message}");
 
     // computed under no_grad from a leaf that requires grad: same error
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     let loss = autograd::no_grad(|| x.mul(3.0)?.sum())?;
     let err = loss.backward().unwrap_err();
     assert!(matches!(err, Error::Autograd { .. }), "{err:?}");
     assert!(err.to_string().contains("no_grad"), "{err}");
     // and with backward_with
     let err = a
-        .backward_with(&f32s(&[1.0, 1.0], &[2]), false)
+        .backward_with(&f32s(dev, &[1.0, 1.0], &[2]), false)
         .unwrap_err();
     assert!(matches!(err, Error::Autograd { .. }), "{err:?}");
     Ok(())
@@ -394,9 +458,14 @@ fn backward_without_any_input_requiring_grad_is_an_error() -> Result<()> {
 // detach / detach_
 // ---------------------------------------------------------------------------
 
-#[test]
-fn detach_shares_storage_and_version_counter() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+test_device!(
+    detach_shares_storage_and_version_counter,
+    detach_shares_storage_and_version_counter_cpu,
+    detach_shares_storage_and_version_counter_emu,
+    detach_shares_storage_and_version_counter_cuda
+);
+fn detach_shares_storage_and_version_counter(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let d = x.detach();
     assert!(!d.is_requires_grad());
     assert!(d.is_leaf());
@@ -425,9 +494,14 @@ fn detach_shares_storage_and_version_counter() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn detach_in_place() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
+test_device!(
+    detach_in_place,
+    detach_in_place_cpu,
+    detach_in_place_emu,
+    detach_in_place_cuda
+);
+fn detach_in_place(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     let y = x.mul(2.0)?;
     assert!(!y.is_leaf());
     y.detach_()?;
@@ -440,7 +514,7 @@ fn detach_in_place() -> Result<()> {
     y.add_(1.0)?;
     assert_eq!(y.to_vec::<f32>()?, vec![3.0, 5.0]);
     // a leaf: it stops requiring grad
-    let l = leaf32(&[1.0], &[1]);
+    let l = leaf32(dev, &[1.0], &[1]);
     l.detach_()?;
     assert!(!l.is_requires_grad());
     // a view cannot be detached in place
@@ -457,9 +531,14 @@ fn detach_in_place() -> Result<()> {
 // Grad mode
 // ---------------------------------------------------------------------------
 
-#[test]
-fn no_grad_closure_and_guard() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
+test_device!(
+    no_grad_closure_and_guard,
+    no_grad_closure_and_guard_cpu,
+    no_grad_closure_and_guard_emu,
+    no_grad_closure_and_guard_cuda
+);
+fn no_grad_closure_and_guard(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     assert!(autograd::is_grad_enabled());
     let y = autograd::no_grad(|| {
         assert!(!autograd::is_grad_enabled());
@@ -501,6 +580,7 @@ fn no_grad_closure_and_guard() -> Result<()> {
     Ok(())
 }
 
+// cpu only: it checks grad mode, which is per thread and not per device.
 #[test]
 fn grad_mode_is_per_thread() {
     let barrier = Arc::new(Barrier::new(2));
@@ -509,7 +589,7 @@ fn grad_mode_is_per_thread() {
     let handle = std::thread::spawn(move || {
         // a new thread starts with grad mode on, whatever the spawner does
         assert!(autograd::is_grad_enabled());
-        let x = leaf32(&[1.0], &[1]);
+        let x = leaf32(&CPU, &[1.0], &[1]);
         let recorded = x.mul(2.0).unwrap().is_requires_grad();
         b.wait(); // main: still off
         b.wait(); // main turned it on; we turn ours off
@@ -524,7 +604,10 @@ fn grad_mode_is_per_thread() {
     barrier.wait();
     barrier.wait(); // the other thread has switched grad off for itself
     assert!(autograd::is_grad_enabled());
-    assert!(leaf32(&[1.0], &[1]).mul(2.0).unwrap().is_requires_grad());
+    assert!(leaf32(&CPU, &[1.0], &[1])
+        .mul(2.0)
+        .unwrap()
+        .is_requires_grad());
     barrier.wait();
     assert!(handle.join().unwrap(), "the other thread recorded history");
     drop(on);
@@ -535,9 +618,14 @@ fn grad_mode_is_per_thread() {
 // In-place ops: rebasing history, through views, on leaves
 // ---------------------------------------------------------------------------
 
-#[test]
-fn inplace_on_non_leaf_rebases_history() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+test_device!(
+    inplace_on_non_leaf_rebases_history,
+    inplace_on_non_leaf_rebases_history_cpu,
+    inplace_on_non_leaf_rebases_history_emu,
+    inplace_on_non_leaf_rebases_history_cuda
+);
+fn inplace_on_non_leaf_rebases_history(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let y = x.mul(2.0)?;
     y.add_(1.0)?;
     assert_eq!(y.grad_fn_name(), Some("AddBackward"));
@@ -547,9 +635,9 @@ fn inplace_on_non_leaf_rebases_history() -> Result<()> {
     assert_eq!(y.to_vec::<f32>()?, vec![3.0, 5.0, 7.0]);
 
     // in-place ops whose gradients read the operands
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
-    let w = leaf32(&[0.5, 0.25, 2.0], &[3]);
-    let k = f32s(&[2.0, 3.0, 4.0], &[3]);
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
+    let w = leaf32(dev, &[0.5, 0.25, 2.0], &[3]);
+    let k = f32s(dev, &[2.0, 3.0, 4.0], &[3]);
     let y = x.add(1.0)?;
     y.mul_(&w)?;
     y.mul_(&k)?;
@@ -561,11 +649,16 @@ fn inplace_on_non_leaf_rebases_history() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn inplace_with_an_operand_aliasing_the_target() -> Result<()> {
+test_device!(
+    inplace_with_an_operand_aliasing_the_target,
+    inplace_with_an_operand_aliasing_the_target_cpu,
+    inplace_with_an_operand_aliasing_the_target_emu,
+    inplace_with_an_operand_aliasing_the_target_cuda
+);
+fn inplace_with_an_operand_aliasing_the_target(dev: &Device) -> Result<()> {
     // `y.mul_(y.detach())` saves an operand that the op itself overwrites:
     // as in PyTorch, backward reports it instead of using the new value
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let y = x.add(1.0)?;
     let inp = here();
     y.mul_(&y.detach())?;
@@ -597,7 +690,7 @@ fn inplace_with_an_operand_aliasing_the_target() -> Result<()> {
     );
 
     // operands whose value the formula does not need are fine
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let y = x.mul(2.0)?;
     y.add_(&y.detach())?;
     y.sum()?.backward()?;
@@ -605,9 +698,14 @@ fn inplace_with_an_operand_aliasing_the_target() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn inplace_through_view_of_non_leaf() -> Result<()> {
-    let x = leaf32(&[1.0, 1.0, 1.0], &[3]);
+test_device!(
+    inplace_through_view_of_non_leaf,
+    inplace_through_view_of_non_leaf_cpu,
+    inplace_through_view_of_non_leaf_emu,
+    inplace_through_view_of_non_leaf_cuda
+);
+fn inplace_through_view_of_non_leaf(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 1.0, 1.0], &[3]);
     let y = x.mul(1.0)?;
     y.slice(0, 1..)?.mul_(10.0)?;
     assert_eq!(y.grad_fn_name(), Some("CopySlices"));
@@ -616,7 +714,7 @@ fn inplace_through_view_of_non_leaf() -> Result<()> {
     assert_eq!(y.to_vec::<f32>()?, vec![1.0, 10.0, 10.0]);
 
     // a view made before the write sees the new history of its base
-    let x = leaf32(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let x = leaf32(dev, &[1.0, 2.0, 3.0, 4.0], &[2, 2]);
     let y = x.mul(1.0)?;
     let row = y.select(0, 1)?;
     let col = y.select(1, 0)?;
@@ -625,19 +723,26 @@ fn inplace_through_view_of_non_leaf() -> Result<()> {
     assert_eq!(grad_vec(&x), vec![0.0, 0.0, 3.0, 1.0]);
 
     // copy_ through a view: the source gets the gradient, the old value none
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
-    let s = leaf32(&[7.0, 8.0], &[2]);
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
+    let s = leaf32(dev, &[7.0, 8.0], &[2]);
     let y = x.mul(2.0)?;
     y.slice(0, 1..)?.copy_(&s)?;
-    y.mul(&f32s(&[1.0, 10.0, 100.0], &[3]))?.sum()?.backward()?;
+    y.mul(&f32s(dev, &[1.0, 10.0, 100.0], &[3]))?
+        .sum()?
+        .backward()?;
     assert_eq!(grad_vec(&x), vec![2.0, 0.0, 0.0]);
     assert_eq!(grad_vec(&s), vec![10.0, 100.0]);
     Ok(())
 }
 
-#[test]
-fn inplace_on_leaf_requiring_grad_is_an_error() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+test_device!(
+    inplace_on_leaf_requiring_grad_is_an_error,
+    inplace_on_leaf_requiring_grad_is_an_error_cpu,
+    inplace_on_leaf_requiring_grad_is_an_error_emu,
+    inplace_on_leaf_requiring_grad_is_an_error_cuda
+);
+fn inplace_on_leaf_requiring_grad_is_an_error(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     let at = here();
     let err = x.add_(1.0).map(|_| ()).unwrap_err();
     let Error::InplaceOnLeaf { op, view, location } = &err else {
@@ -669,9 +774,9 @@ fn inplace_on_leaf_requiring_grad_is_an_error() -> Result<()> {
     assert!(err.to_string().contains("view"), "{err}");
 
     // every kind of in-place op
-    let m = Tensor::from_slice(&[true, false, true], [3], &CPU)?;
-    let idx = Tensor::from_slice(&[0i64], [1], &CPU)?;
-    let src = f32s(&[1.0], &[1]);
+    let m = Tensor::from_slice(&[true, false, true], [3], dev)?;
+    let idx = Tensor::from_slice(&[0i64], [1], dev)?;
+    let src = f32s(dev, &[1.0], &[1]);
     let attempts: Vec<(&str, Result<()>)> = vec![
         ("exp_", x.exp_().map(|_| ())),
         ("sigmoid_", x.sigmoid_().map(|_| ())),
@@ -680,7 +785,7 @@ fn inplace_on_leaf_requiring_grad_is_an_error() -> Result<()> {
         ("clamp_", x.clamp_(0.0, 1.0).map(|_| ())),
         ("fill_", x.fill_(0.0).map(|_| ())),
         ("zero_", x.zero_().map(|_| ())),
-        ("copy_", x.copy_(&f32s(&[0.0; 3], &[3])).map(|_| ())),
+        ("copy_", x.copy_(&f32s(dev, &[0.0; 3], &[3])).map(|_| ())),
         ("masked_fill_", x.masked_fill_(&m, 0.0).map(|_| ())),
         ("index_add_", x.index_add_(0, &idx, &src).map(|_| ())),
         ("scatter_add_", x.scatter_add_(0, &idx, &src).map(|_| ())),
@@ -698,9 +803,14 @@ fn inplace_on_leaf_requiring_grad_is_an_error() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn inplace_on_leaf_is_allowed_under_no_grad() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
+test_device!(
+    inplace_on_leaf_is_allowed_under_no_grad,
+    inplace_on_leaf_is_allowed_under_no_grad_cpu,
+    inplace_on_leaf_is_allowed_under_no_grad_emu,
+    inplace_on_leaf_is_allowed_under_no_grad_cuda
+);
+fn inplace_on_leaf_is_allowed_under_no_grad(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
     autograd::no_grad(|| -> Result<()> {
         x.add_(1.0)?;
         x.slice(0, 1..)?.mul_(2.0)?;
@@ -722,7 +832,7 @@ fn inplace_on_leaf_is_allowed_under_no_grad() -> Result<()> {
     }
     assert_eq!(x.to_vec::<f32>()?, vec![0.0, 0.0, 0.0]);
     // a leaf that does not require grad can always be written
-    let c = f32s(&[1.0], &[1]);
+    let c = f32s(dev, &[1.0], &[1]);
     c.add_(1.0)?;
     Ok(())
 }
@@ -782,9 +892,14 @@ fn check_saved_modified(
     }
 }
 
-#[test]
-fn saved_output_modified_in_place() -> Result<()> {
-    let x = leaf32(&[0.0, 1.0, 2.0], &[3]);
+test_device!(
+    saved_output_modified_in_place,
+    saved_output_modified_in_place_cpu,
+    saved_output_modified_in_place_emu,
+    saved_output_modified_in_place_cuda
+);
+fn saved_output_modified_in_place(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[0.0, 1.0, 2.0], &[3]);
     let fwd = here();
     let y = x.exp()?;
     let inp = here();
@@ -794,7 +909,7 @@ fn saved_output_modified_in_place() -> Result<()> {
         &err,
         "ExpBackward",
         (0, 1),
-        &["float32", "[3]", "cpu"],
+        &["float32", "[3]", dev.to_string().as_str()],
         fwd,
         inp,
     );
@@ -803,10 +918,15 @@ fn saved_output_modified_in_place() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn saved_input_not_requiring_grad_modified_in_place() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
-    let w = Tensor::from_slice(&[3.0f64, 4.0], [2], &CPU)?.to_dtype(DType::F32)?;
+test_device!(
+    saved_input_not_requiring_grad_modified_in_place,
+    saved_input_not_requiring_grad_modified_in_place_cpu,
+    saved_input_not_requiring_grad_modified_in_place_emu,
+    saved_input_not_requiring_grad_modified_in_place_cuda
+);
+fn saved_input_not_requiring_grad_modified_in_place(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
+    let w = Tensor::from_slice(&[3.0f64, 4.0], [2], dev)?.to_dtype(DType::F32)?;
     assert!(!w.is_requires_grad());
     let fwd = here();
     let y = x.mul(&w)?;
@@ -817,16 +937,21 @@ fn saved_input_not_requiring_grad_modified_in_place() -> Result<()> {
         &err,
         "MulBackward",
         (0, 1),
-        &["float32", "[2]", "cpu"],
+        &["float32", "[2]", dev.to_string().as_str()],
         fwd,
         inp,
     );
     Ok(())
 }
 
-#[test]
-fn saved_tensor_modified_through_detach() -> Result<()> {
-    let x = leaf32(&[0.5, -0.5], &[2]);
+test_device!(
+    saved_tensor_modified_through_detach,
+    saved_tensor_modified_through_detach_cpu,
+    saved_tensor_modified_through_detach_emu,
+    saved_tensor_modified_through_detach_cuda
+);
+fn saved_tensor_modified_through_detach(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[0.5, -0.5], &[2]);
     let fwd = here();
     let y = x.sigmoid()?;
     let inp = here();
@@ -836,24 +961,29 @@ fn saved_tensor_modified_through_detach() -> Result<()> {
         &err,
         "SigmoidBackward",
         (0, 1),
-        &["float32", "[2]", "cpu"],
+        &["float32", "[2]", dev.to_string().as_str()],
         fwd,
         inp,
     );
     Ok(())
 }
 
-#[test]
-fn modifying_a_tensor_no_formula_saved_is_fine() -> Result<()> {
+test_device!(
+    modifying_a_tensor_no_formula_saved_is_fine,
+    modifying_a_tensor_no_formula_saved_is_fine_cpu,
+    modifying_a_tensor_no_formula_saved_is_fine_emu,
+    modifying_a_tensor_no_formula_saved_is_fine_cuda
+);
+fn modifying_a_tensor_no_formula_saved_is_fine(dev: &Device) -> Result<()> {
     // add saves nothing, so a later in-place write to its input is harmless
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     let a = x.mul(2.0)?;
     let y = a.add(1.0)?;
     a.mul_(100.0)?;
     y.sum()?.backward()?;
     assert_eq!(grad_vec(&x), vec![2.0, 2.0]);
     // a clone before the in-place op is the documented fix for the exp case
-    let x = leaf32(&[0.0, 1.0], &[2]);
+    let x = leaf32(dev, &[0.0, 1.0], &[2]);
     let y = x.exp()?;
     let z = y.clone()?;
     z.add_(1.0)?;
@@ -874,10 +1004,15 @@ fn sqrt_at_zero(x: &Tensor) -> Result<(Tensor, &'static Location<'static>)> {
     Ok((s.mul(0.0)?.sum()?, at))
 }
 
-#[test]
-fn anomaly_mode_names_the_node_with_a_nan_gradient() -> Result<()> {
+test_device!(
+    anomaly_mode_names_the_node_with_a_nan_gradient,
+    anomaly_mode_names_the_node_with_a_nan_gradient_cpu,
+    anomaly_mode_names_the_node_with_a_nan_gradient_emu,
+    anomaly_mode_names_the_node_with_a_nan_gradient_cuda
+);
+fn anomaly_mode_names_the_node_with_a_nan_gradient(dev: &Device) -> Result<()> {
     // without anomaly mode: backward succeeds, the gradient has a NaN
-    let x = leaf32(&[0.0, 4.0], &[2]);
+    let x = leaf32(dev, &[0.0, 4.0], &[2]);
     let (loss, _) = sqrt_at_zero(&x)?;
     loss.backward()?;
     let g = grad_vec(&x);
@@ -886,7 +1021,7 @@ fn anomaly_mode_names_the_node_with_a_nan_gradient() -> Result<()> {
 
     // with detect_anomaly: an error naming SqrtBackward and the forward site
     assert!(!autograd::is_anomaly_enabled());
-    let x = leaf32(&[0.0, 4.0], &[2]);
+    let x = leaf32(dev, &[0.0, 4.0], &[2]);
     let (err, at) = autograd::detect_anomaly(|| -> Result<_> {
         assert!(autograd::is_anomaly_enabled());
         let (loss, at) = sqrt_at_zero(&x)?;
@@ -927,9 +1062,14 @@ fn anomaly_mode_names_the_node_with_a_nan_gradient() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn anomaly_mode_guard_and_log_of_zero() -> Result<()> {
-    let x = leaf32(&[0.0, 1.0], &[2]);
+test_device!(
+    anomaly_mode_guard_and_log_of_zero,
+    anomaly_mode_guard_and_log_of_zero_cpu,
+    anomaly_mode_guard_and_log_of_zero_emu,
+    anomaly_mode_guard_and_log_of_zero_cuda
+);
+fn anomaly_mode_guard_and_log_of_zero(dev: &Device) -> Result<()> {
+    let x = leaf32(dev, &[0.0, 1.0], &[2]);
     // log(0) * 0: the forward has a NaN, the gradient of log is 0 / 0
     let run = || -> Result<Result<()>> {
         let y = x.log()?;
@@ -959,7 +1099,7 @@ fn anomaly_mode_guard_and_log_of_zero() -> Result<()> {
         .join()
         .unwrap());
     // and a finite backward passes in anomaly mode
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(dev, &[1.0, 2.0], &[2]);
     x.sqrt()?.log()?.sum()?.backward()?;
     assert_close(&grad_vec(&x), &[0.5, 0.25]);
     Ok(())
@@ -969,15 +1109,22 @@ fn anomaly_mode_guard_and_log_of_zero() -> Result<()> {
 // Threads
 // ---------------------------------------------------------------------------
 
-#[test]
-fn independent_backward_passes_on_threads() {
+test_device!(
+    independent_backward_passes_on_threads,
+    independent_backward_passes_on_threads_cpu,
+    independent_backward_passes_on_threads_emu,
+    independent_backward_passes_on_threads_cuda
+);
+fn independent_backward_passes_on_threads(dev: &Device) -> Result<()> {
     let handles: Vec<_> = (0..4)
         .map(|t| {
+            let dev = *dev;
             std::thread::spawn(move || -> Result<()> {
+                let dev = &dev;
                 for i in 0..20 {
                     let k = (t * 100 + i) as f32;
-                    let x = leaf32(&[1.0, 2.0, 3.0], &[3]);
-                    let w = leaf32(&[k, 1.0, -1.0], &[3]);
+                    let x = leaf32(dev, &[1.0, 2.0, 3.0], &[3]);
+                    let w = leaf32(dev, &[k, 1.0, -1.0], &[3]);
                     let loss = x.mul(&w)?.tanh()?.sum()?.add(&x.mul(&x)?.mean()?)?;
                     loss.backward()?;
                     let xv = [1.0f32, 2.0, 3.0];
@@ -995,19 +1142,26 @@ fn independent_backward_passes_on_threads() {
         })
         .collect();
     for h in handles {
-        h.join().unwrap().unwrap();
+        h.join().unwrap()?;
     }
+    Ok(())
 }
 
-#[test]
-fn shared_leaf_accumulates_from_two_threads_without_losses() {
-    let w = Arc::new(leaf32(&[1.0, 2.0, 3.0], &[3]));
+test_device!(
+    shared_leaf_accumulates_from_two_threads_without_losses,
+    shared_leaf_accumulates_from_two_threads_without_losses_cpu,
+    shared_leaf_accumulates_from_two_threads_without_losses_emu,
+    shared_leaf_accumulates_from_two_threads_without_losses_cuda
+);
+fn shared_leaf_accumulates_from_two_threads_without_losses(dev: &Device) -> Result<()> {
+    let w = Arc::new(leaf32(dev, &[1.0, 2.0, 3.0], &[3]));
     let barrier = Arc::new(Barrier::new(2));
     let handles: Vec<_> = (0..2)
         .map(|t| {
-            let (w, barrier) = (Arc::clone(&w), Arc::clone(&barrier));
+            let (w, barrier, dev) = (Arc::clone(&w), Arc::clone(&barrier), *dev);
             std::thread::spawn(move || -> Result<()> {
-                let c = f32s(&[1.0, 10.0, 100.0], &[3]).mul((t + 1) as f32)?;
+                let dev = &dev;
+                let c = f32s(dev, &[1.0, 10.0, 100.0], &[3]).mul((t + 1) as f32)?;
                 barrier.wait();
                 for _ in 0..100 {
                     // d/dw sum(w * c + w) = c + 1
@@ -1018,10 +1172,11 @@ fn shared_leaf_accumulates_from_two_threads_without_losses() {
         })
         .collect();
     for h in handles {
-        h.join().unwrap().unwrap();
+        h.join().unwrap()?;
     }
     // thread 0 adds 100 * (c + 1), thread 1 adds 100 * (2c + 1)
     assert_eq!(grad_vec(&w), vec![500.0, 3200.0, 30200.0]);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -1030,7 +1185,7 @@ fn shared_leaf_accumulates_from_two_threads_without_losses() {
 
 #[test]
 fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(&CPU, &[1.0, 2.0], &[2]);
     let y = x.to_dtype(DType::F64)?.mul(3.0)?.sum()?;
     assert_eq!(y.dtype(), DType::F64);
     y.backward()?;
@@ -1038,9 +1193,9 @@ fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
     assert_eq!(g.dtype(), DType::F32);
     assert_eq!(g.to_vec::<f32>()?, vec![3.0, 3.0]);
 
-    common::setup_emulated(2);
+    common::setup_emulated(common::EMU_DEVICES);
     let emu = Device::Emulated(0);
-    let x = leaf32(&[1.0, 2.0], &[2]);
+    let x = leaf32(&CPU, &[1.0, 2.0], &[2]);
     let y = x.to(&emu)?.exp()?.sum()?;
     assert_eq!(y.device(), emu);
     y.backward()?;
@@ -1052,7 +1207,7 @@ fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
 
 #[test]
 fn autograd_on_the_emulated_device() -> Result<()> {
-    common::setup_emulated(2);
+    common::setup_emulated(common::EMU_DEVICES);
     let emu = Device::Emulated(0);
     let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3], &emu)?.requires_grad(true)?;
     let y = x.mul(2.0)?;
@@ -1086,11 +1241,11 @@ fn autograd_on_the_emulated_device() -> Result<()> {
 /// and device; another dtype is cast to the output's.
 #[test]
 fn backward_with_checks_the_gradients_device_and_casts_its_dtype() -> Result<()> {
-    common::setup_emulated(2);
+    common::setup_emulated(common::EMU_DEVICES);
     let emu = Device::Emulated(1);
     // a cpu leaf (and a cpu result) given a gradient on emu:1
     for through_node in [false, true] {
-        let l = leaf32(&[1.0, 2.0], &[2]);
+        let l = leaf32(&CPU, &[1.0, 2.0], &[2]);
         let y = if through_node { l.mul(2.0)? } else { l.alias() };
         let g = Tensor::ones([2], DType::F32, &emu)?;
         let (err, line) = (y.backward_with(&g, false).unwrap_err(), line!());
@@ -1115,20 +1270,20 @@ fn backward_with_checks_the_gradients_device_and_casts_its_dtype() -> Result<()>
     let x = Tensor::from_slice(&[1.0f32, 2.0], [2], &emu)?.requires_grad(true)?;
     let err = x
         .mul(3.0)?
-        .backward_with(&f32s(&[1.0, 1.0], &[2]), false)
+        .backward_with(&f32s(&CPU, &[1.0, 1.0], &[2]), false)
         .unwrap_err();
     assert!(
         matches!(err, Error::DeviceMismatch { found: CPU, .. }),
         "{err:?}"
     );
     // another dtype is cast (PyTorch's validate_outputs)
-    let l = leaf32(&[1.0, 2.0], &[2]);
+    let l = leaf32(&CPU, &[1.0, 2.0], &[2]);
     let g = Tensor::from_vec(vec![2.0f64, -1.0], [2], &CPU)?;
     l.mul(3.0)?.backward_with(&g, false)?;
     let grad = l.grad().unwrap();
     assert_eq!(grad.dtype(), DType::F32);
     assert_eq!(grad.to_vec::<f32>()?, vec![6.0, -3.0]);
-    let l = leaf32(&[1.0, 2.0], &[2]);
+    let l = leaf32(&CPU, &[1.0, 2.0], &[2]);
     l.backward_with(&Tensor::from_vec(vec![4i64, 5], [2], &CPU)?, false)?;
     assert_eq!(l.grad().unwrap().dtype(), DType::F32);
     assert_eq!(grad_vec(&l), vec![4.0, 5.0]);

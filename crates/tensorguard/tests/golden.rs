@@ -8,9 +8,18 @@
 //! for view cases, split sizes for chunk/split, `format!("{t}")` against
 //! `repr(t)` for display cases, and for error cases that tensorguard returns
 //! an `Err` whose message starts with the op's name.
+//!
+//! The whole file runs once per device (`common::test_device!`): the cases
+//! build their tensors on the device under test ([`dev`]). On a device, an
+//! error a kernel raises is reported at the next synchronisation (the first
+//! read), and `repr` carries PyTorch's `device='...'` suffix; the checks
+//! allow for both.
 
+mod common;
 mod golden_util;
+use common::test_device;
 use golden_util::json_elem;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -106,11 +115,19 @@ impl Cases {
 
 // ------------------------------------------------------------ input helpers
 
-const CPU: Device = Device::Cpu;
+thread_local! {
+    /// The device the cases of this thread build their tensors on.
+    static DEV: Cell<Device> = const { Cell::new(Device::Cpu) };
+}
+
+/// The device under test (see [`golden_core`]).
+fn dev() -> Device {
+    DEV.with(Cell::get)
+}
 
 /// An i64 tensor.
 fn ti(v: &[i64], shape: &[usize]) -> Result<Tensor> {
-    Tensor::from_vec(v.to_vec(), shape, &CPU)
+    Tensor::from_vec(v.to_vec(), shape, &dev())
 }
 /// Integers cast to `dtype` (like `torch.tensor(ints, dtype=dtype)`).
 fn tic(v: &[i64], dtype: DType) -> Result<Tensor> {
@@ -122,14 +139,14 @@ fn tf(v: &[f64], shape: &[usize]) -> Result<Tensor> {
 }
 /// Python floats rounded once to `dtype` (f64 first, then one cast).
 fn tfc(v: &[f64], shape: &[usize], dtype: DType) -> Result<Tensor> {
-    Tensor::from_vec(v.to_vec(), shape, &CPU)?.to_dtype(dtype)
+    Tensor::from_vec(v.to_vec(), shape, &dev())?.to_dtype(dtype)
 }
 fn tb(v: &[bool], shape: &[usize]) -> Result<Tensor> {
-    Tensor::from_vec(v.to_vec(), shape, &CPU)
+    Tensor::from_vec(v.to_vec(), shape, &dev())
 }
 /// `torch.arange(n)` (int64).
 fn ar(n: i64) -> Result<Tensor> {
-    Tensor::arange(0, n, &CPU)
+    Tensor::arange(0, n, &dev())
 }
 /// `torch.arange(n, dtype=dtype)`.
 fn ard(n: i64, dtype: DType) -> Result<Tensor> {
@@ -137,7 +154,7 @@ fn ard(n: i64, dtype: DType) -> Result<Tensor> {
 }
 /// `torch.arange(float(n))` (float32).
 fn arf(n: i64) -> Result<Tensor> {
-    Tensor::arange(0.0, n as f64, &CPU)
+    Tensor::arange(0.0, n as f64, &dev())
 }
 /// `torch.arange(24, dtype=float32).view(2, 3, 4)` or the int64 version.
 fn x24(dtype: DType) -> Result<Tensor> {
@@ -181,16 +198,16 @@ fn promote(c: &mut Cases) {
         ard(3, I32)?.mul(&tfc(&[0.5, 1.5, 2.5], &[3], F16)?)
     });
     c.ok("promote/float16+0dim_float64", || {
-        tfc(&[1.0, 2.0], &[2], F16)?.add(&Tensor::scalar(0.1f64, &CPU)?)
+        tfc(&[1.0, 2.0], &[2], F16)?.add(&Tensor::scalar(0.1f64, &dev())?)
     });
     c.ok("promote/int32+0dim_float64", || {
-        ard(3, I32)?.add(&Tensor::scalar(0.1f64, &CPU)?)
+        ard(3, I32)?.add(&Tensor::scalar(0.1f64, &dev())?)
     });
     c.ok("promote/int32+0dim_int64", || {
-        ard(3, I32)?.add(&Tensor::scalar((1i64 << 31) + 5, &CPU)?)
+        ard(3, I32)?.add(&Tensor::scalar((1i64 << 31) + 5, &dev())?)
     });
     c.ok("promote/float32+0dim_float64", || {
-        tf(&[1.0, 2.0], &[2])?.add(&Tensor::scalar(0.1f64, &CPU)?)
+        tf(&[1.0, 2.0], &[2])?.add(&Tensor::scalar(0.1f64, &dev())?)
     });
     c.ok("promote/float16+float_scalar", || {
         tfc(&[1.0, 2.0], &[2], F16)?.add(0.1)
@@ -448,10 +465,10 @@ fn reduce(c: &mut Cases) {
         x()?.sum_dim(3, false)
     });
     c.ok("reduce/f32/sum_empty", || {
-        Tensor::zeros([0, 3], F32, &CPU)?.sum_dim(0, false)
+        Tensor::zeros([0, 3], F32, &dev())?.sum_dim(0, false)
     });
     c.err("reduce/f32/max_empty_error", "max", || {
-        Tensor::zeros([0], F32, &CPU)?.max()
+        Tensor::zeros([0], F32, &dev())?.max()
     });
 
     let big = || tf(&[1000.0, 1001.0, 1002.0, -5.0, 0.0, 5.0], &[2, 3]);
@@ -514,7 +531,7 @@ fn matmul(c: &mut Cases) {
         m(6, 2, 3)?.matmul(&ar(6)?.view([3, 2])?)
     });
     c.err("matmul/0d_error", "matmul", || {
-        Tensor::scalar(2.0f32, &CPU)?.matmul(&Tensor::scalar(3.0f32, &CPU)?)
+        Tensor::scalar(2.0f32, &dev())?.matmul(&Tensor::scalar(3.0f32, &dev())?)
     });
 }
 
@@ -541,8 +558,8 @@ fn index(c: &mut Cases) {
     c.err("index/cat_shape_mismatch_error", "cat", || {
         Tensor::cat(
             &[
-                &Tensor::zeros([2, 2], F32, &CPU)?,
-                &Tensor::zeros([2, 3], F32, &CPU)?,
+                &Tensor::zeros([2, 2], F32, &dev())?,
+                &Tensor::zeros([2, 3], F32, &dev())?,
             ],
             0,
         )
@@ -682,42 +699,44 @@ fn cast(c: &mut Cases) {
 fn factory(c: &mut Cases) {
     use DType::*;
     c.ok("factory/linspace_0_1_5", || {
-        Tensor::linspace(0.0, 1.0, 5, &CPU)
+        Tensor::linspace(0.0, 1.0, 5, &dev())
     });
     c.ok("factory/linspace_0_1_1", || {
-        Tensor::linspace(0.0, 1.0, 1, &CPU)
+        Tensor::linspace(0.0, 1.0, 1, &dev())
     });
     c.ok("factory/linspace_-1_1_4", || {
-        Tensor::linspace(-1.0, 1.0, 4, &CPU)
+        Tensor::linspace(-1.0, 1.0, 4, &dev())
     });
     c.ok("factory/arange_0_1_0.25", || {
-        Tensor::arange_step(0, 1, 0.25, &CPU)
+        Tensor::arange_step(0, 1, 0.25, &dev())
     });
     c.ok("factory/arange_0_1_0.1", || {
-        Tensor::arange_step(0, 1, 0.1, &CPU)
+        Tensor::arange_step(0, 1, 0.1, &dev())
     });
-    c.ok("factory/arange_1_2.5", || Tensor::arange(1, 2.5, &CPU));
-    c.ok("factory/arange_5", || Tensor::arange(0, 5, &CPU));
+    c.ok("factory/arange_1_2.5", || Tensor::arange(1, 2.5, &dev()));
+    c.ok("factory/arange_5", || Tensor::arange(0, 5, &dev()));
     c.ok("factory/arange_5_0_-2", || {
-        Tensor::arange_step(5, 0, -2, &CPU)
+        Tensor::arange_step(5, 0, -2, &dev())
     });
-    c.ok("factory/eye_3_4", || Tensor::eye(3, 4, F32, &CPU));
-    c.ok("factory/eye_2", || Tensor::eye(2, 2, F32, &CPU));
-    c.ok("factory/full_2x2_7", || Tensor::full([2, 2], 7, I64, &CPU));
+    c.ok("factory/eye_3_4", || Tensor::eye(3, 4, F32, &dev()));
+    c.ok("factory/eye_2", || Tensor::eye(2, 2, F32, &dev()));
+    c.ok("factory/full_2x2_7", || {
+        Tensor::full([2, 2], 7, I64, &dev())
+    });
     c.ok("factory/full_2x2_7.5", || {
-        Tensor::full([2, 2], 7.5, F32, &CPU)
+        Tensor::full([2, 2], 7.5, F32, &dev())
     });
     c.ok("factory/full_2_True", || {
-        Tensor::full([2], true, Bool, &CPU)
+        Tensor::full([2], true, Bool, &dev())
     });
-    c.ok("factory/zeros_2x3", || Tensor::zeros([2, 3], F32, &CPU));
+    c.ok("factory/zeros_2x3", || Tensor::zeros([2, 3], F32, &dev()));
     c.ok("factory/ones_like_int32", || ard(3, I32)?.ones_like());
     c.ok("factory/tensor_int_list", || ti(&[1, 2, 3], &[3]));
     // [1, 2.5, True] infers float32
     c.ok("factory/tensor_mixed_list", || tf(&[1.0, 2.5, 1.0], &[3]));
     c.ok("factory/tensor_bool_list", || tb(&[true, false], &[2]));
     c.ok("factory/tensor_scalar_float", || {
-        Tensor::scalar(3.5f32, &CPU)
+        Tensor::scalar(3.5f32, &dev())
     });
 }
 
@@ -745,13 +764,13 @@ fn display(c: &mut Cases) {
     c.repr("display/float64", || tfc(&[1.0, 2.5], &[2], F64));
     c.repr("display/int32", || tic(&[1, -2], I32));
     c.repr("display/uint8", || tic(&[1, 255], U8));
-    c.repr("display/0dim_float", || Tensor::scalar(3.5f32, &CPU));
-    c.repr("display/0dim_int64", || Tensor::scalar(5i64, &CPU));
-    c.repr("display/0dim_int32", || Tensor::scalar(5i32, &CPU));
-    c.repr("display/empty_0x3", || Tensor::zeros([0, 3], F32, &CPU));
-    c.repr("display/empty_1d_float", || Tensor::zeros([0], F32, &CPU));
-    c.repr("display/empty_1d_int64", || Tensor::zeros([0], I64, &CPU));
-    c.repr("display/empty_1d_int32", || Tensor::zeros([0], I32, &CPU));
+    c.repr("display/0dim_float", || Tensor::scalar(3.5f32, &dev()));
+    c.repr("display/0dim_int64", || Tensor::scalar(5i64, &dev()));
+    c.repr("display/0dim_int32", || Tensor::scalar(5i32, &dev()));
+    c.repr("display/empty_0x3", || Tensor::zeros([0, 3], F32, &dev()));
+    c.repr("display/empty_1d_float", || Tensor::zeros([0], F32, &dev()));
+    c.repr("display/empty_1d_int64", || Tensor::zeros([0], I64, &dev()));
+    c.repr("display/empty_1d_int32", || Tensor::zeros([0], I32, &dev()));
     c.repr("display/2d_3x3", || arf(9)?.view([3, 3])?.div(4));
     c.repr("display/2d_3x3_int", || ar(9)?.view([3, 3])?.sub(4));
     c.repr("display/3d_2x2x2", || arf(8)?.view([2, 2, 2]));
@@ -881,6 +900,17 @@ fn check_case(case: &Case, want: &Value) -> std::result::Result<(), String> {
             .err_op
             .ok_or("PyTorch raises here, but the case is registered with `ok`")?;
         return match got {
+            // on a device, a kernel's error comes with the next
+            // synchronisation, naming the op
+            Ok(_) if !dev().is_cpu() => match tensorguard::device::synchronize(&dev()) {
+                Err(e) if e.to_string().contains(&format!(": {op}: ")) => Ok(()),
+                Err(e) => Err(format!("the device fault does not name `{op}`: {e}")),
+                Ok(()) => Err(format!(
+                    "expected an error like PyTorch's {:?}, but tensorguard succeeded on {}",
+                    want["message"],
+                    dev()
+                )),
+            },
             Ok(_) => Err(format!(
                 "expected an error like PyTorch's {:?}, but tensorguard succeeded",
                 want["message"]
@@ -911,7 +941,7 @@ fn check_case(case: &Case, want: &Value) -> std::result::Result<(), String> {
         }
         Got::Repr(r) => {
             let w = want["repr"].as_str().ok_or("golden case has no repr")?;
-            if r == w {
+            if r == w || repr_matches_on_device(&r, w) {
                 Ok(())
             } else {
                 Err(format!(
@@ -922,14 +952,42 @@ fn check_case(case: &Case, want: &Value) -> std::result::Result<(), String> {
     }
 }
 
+/// On a device, `repr` names it as PyTorch's does (`device='emu:0'`, first of
+/// the suffixes, maybe on a line of its own): `got` matches `want` (the cpu
+/// repr of core.json) once that item is removed, comparing the separators
+/// after commas up to whitespace (the suffix moves where the next one wraps).
+fn repr_matches_on_device(got: &str, want: &str) -> bool {
+    let device = dev();
+    if device.is_cpu() {
+        return false;
+    }
+    let item = format!("device='{device}'");
+    let Some(at) = got.find(&item) else {
+        return false;
+    };
+    let before = got[..at].trim_end();
+    let Some(before) = before.strip_suffix(',') else {
+        return false;
+    };
+    let without = format!("{before}{}", &got[at + item.len()..]);
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    squash(&without) == squash(want)
+}
+
 fn load_golden() -> BTreeMap<String, Value> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/core.json");
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {path}: {e}"))
 }
 
-#[test]
-fn golden_core() {
+test_device!(
+    golden_core,
+    golden_core_cpu,
+    golden_core_emu,
+    golden_core_cuda
+);
+fn golden_core(device: &Device) -> Result<()> {
+    DEV.with(|d| d.set(*device));
     let golden = load_golden();
     let cases = all_cases();
     let mut problems = Vec::new();
@@ -976,7 +1034,7 @@ fn golden_core() {
         }
     }
     println!(
-        "golden: {} cases in core.json, {} checked ({passed} passed), {} skipped",
+        "golden on {device}: {} cases in core.json, {} checked ({passed} passed), {} skipped",
         golden.len(),
         cases.0.len(),
         SKIPPED.len()
@@ -987,4 +1045,5 @@ fn golden_core() {
         problems.len(),
         problems.join("\n")
     );
+    Ok(())
 }

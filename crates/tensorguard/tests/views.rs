@@ -2,15 +2,20 @@
 //! base, has PyTorch's shape / strides / storage offset, and in-place writes
 //! through it reach the base. Ops that must copy (reshape or flatten of a
 //! transposed tensor, contiguous of a non-contiguous one) do not share.
+//!
+//! Each test runs once per device (`common::test_device!`): `_cpu`, `_emu`
+//! (an emulated device of its own, with a leak check) and `_cuda` (skipped,
+//! with the reason, where this build has no CUDA).
 
+mod common;
+
+use common::test_device;
 use tensorguard::{DType, Device, Error, Result, Tensor};
-
-const DEV: Device = Device::Cpu;
 
 /// `arange(24)` as f32 with shape `[2, 3, 4]` (strides `[12, 4, 1]`): every
 /// element's value is its storage index.
-fn base24() -> Result<Tensor> {
-    Tensor::arange(0.0, 24.0, &DEV)?.view([2, 3, 4])
+fn base24(dev: &Device) -> Result<Tensor> {
+    Tensor::arange(0.0, 24.0, dev)?.view([2, 3, 4])
 }
 
 /// The storage indices a layout visits, in row-major order of its shape.
@@ -29,7 +34,7 @@ fn storage_indices(shape: &[usize], stride: &[usize], offset: usize) -> Vec<usiz
     out
 }
 
-/// Check that `v` is a view of `base` (a fresh `base24()`) with the given
+/// Check that `v` is a view of `base` (a fresh `base24(dev)`) with the given
 /// layout, that it reads the right elements, and that `add_` through it
 /// reaches exactly those elements of the base.
 fn check_view(
@@ -73,119 +78,169 @@ fn check_view(
     Ok(())
 }
 
-#[test]
-fn base_is_not_a_view() -> Result<()> {
-    let t = Tensor::arange(0.0, 24.0, &DEV)?;
+test_device!(
+    base_is_not_a_view,
+    base_is_not_a_view_cpu,
+    base_is_not_a_view_emu,
+    base_is_not_a_view_cuda
+);
+fn base_is_not_a_view(dev: &Device) -> Result<()> {
+    let t = Tensor::arange(0.0, 24.0, dev)?;
     assert!(!t.is_view());
     assert_eq!(t.stride(), &[1]);
     assert_eq!(t.storage_offset(), 0);
     assert!(t.shares_storage(&t));
-    let other = Tensor::arange(0.0, 24.0, &DEV)?;
+    let other = Tensor::arange(0.0, 24.0, dev)?;
     assert!(!t.shares_storage(&other));
     Ok(())
 }
 
-#[test]
-fn view_shares_and_writes_through() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    view_shares_and_writes_through,
+    view_shares_and_writes_through_cpu,
+    view_shares_and_writes_through_emu,
+    view_shares_and_writes_through_cuda
+);
+fn view_shares_and_writes_through(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     assert_eq!(b.stride(), &[12, 4, 1]);
     check_view(&b, &b.view([6, 4])?, &[6, 4], &[4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.view([-1])?, &[24], &[1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.view([4, -1, 2])?, &[4, 3, 2], &[6, 2, 1], 0)?;
     Ok(())
 }
 
-#[test]
-fn reshape_when_possible_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    reshape_when_possible_is_a_view,
+    reshape_when_possible_is_a_view_cpu,
+    reshape_when_possible_is_a_view_emu,
+    reshape_when_possible_is_a_view_cuda
+);
+fn reshape_when_possible_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.reshape([4, 6])?, &[4, 6], &[6, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     // a narrowed (non-contiguous) tensor whose merged dims are still viewable
     let n = b.narrow(0, 1, 1)?; // [1, 3, 4], offset 12
     check_view(&b, &n.reshape([12])?, &[12], &[1], 12)?;
     Ok(())
 }
 
-#[test]
-fn transpose_and_t_are_views() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    transpose_and_t_are_views,
+    transpose_and_t_are_views_cpu,
+    transpose_and_t_are_views_emu,
+    transpose_and_t_are_views_cuda
+);
+fn transpose_and_t_are_views(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.transpose(0, 2)?, &[4, 3, 2], &[1, 4, 12], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.transpose(-1, -2)?, &[2, 4, 3], &[12, 1, 4], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let m = b.view([4, 6])?;
     check_view(&b, &m.t()?, &[6, 4], &[1, 6], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let row = b.view([24])?;
     check_view(&b, &row.t()?, &[24], &[1], 0)?;
     Ok(())
 }
 
-#[test]
-fn permute_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    permute_is_a_view,
+    permute_is_a_view_cpu,
+    permute_is_a_view_emu,
+    permute_is_a_view_cuda
+);
+fn permute_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.permute([2, 0, 1])?, &[4, 2, 3], &[1, 12, 4], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.permute([-1, -2, -3])?, &[4, 3, 2], &[1, 4, 12], 0)?;
     Ok(())
 }
 
-#[test]
-fn narrow_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    narrow_is_a_view,
+    narrow_is_a_view_cpu,
+    narrow_is_a_view_emu,
+    narrow_is_a_view_cuda
+);
+fn narrow_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.narrow(1, 1, 2)?, &[2, 2, 4], &[12, 4, 1], 4)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.narrow(2, -2, 2)?, &[2, 3, 2], &[12, 4, 1], 2)?;
     Ok(())
 }
 
-#[test]
-fn select_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    select_is_a_view,
+    select_is_a_view_cpu,
+    select_is_a_view_emu,
+    select_is_a_view_cuda
+);
+fn select_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.select(1, 2)?, &[2, 4], &[12, 1], 8)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.select(0, -1)?, &[3, 4], &[4, 1], 12)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let s = b.select(0, 1)?.select(0, 2)?.select(0, 3)?; // a 0-dim view
     check_view(&b, &s, &[], &[], 23)?;
     Ok(())
 }
 
-#[test]
-fn slice_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    slice_is_a_view,
+    slice_is_a_view_cpu,
+    slice_is_a_view_emu,
+    slice_is_a_view_cuda
+);
+fn slice_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.slice(2, 1..3)?, &[2, 3, 2], &[12, 4, 1], 1)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.slice(1, -2..)?, &[2, 2, 4], &[12, 4, 1], 4)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.slice(0, ..)?, &[2, 3, 4], &[12, 4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     // bounds are clamped as in Python
     check_view(&b, &b.slice(2, 2..100)?, &[2, 3, 2], &[12, 4, 1], 2)?;
     Ok(())
 }
 
-#[test]
-fn slice_step_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    slice_step_is_a_view,
+    slice_step_is_a_view_cpu,
+    slice_step_is_a_view_emu,
+    slice_step_is_a_view_cuda
+);
+fn slice_step_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.slice_step(2, .., 2)?, &[2, 3, 2], &[12, 4, 2], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.slice_step(2, 1.., 2)?, &[2, 3, 2], &[12, 4, 2], 1)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.slice_step(1, 0..3, 2)?, &[2, 2, 4], &[12, 8, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let flat = b.view([24])?;
     check_view(&b, &flat.slice_step(0, 3..20, 5)?, &[4], &[5], 3)?;
     Ok(())
 }
 
-#[test]
-fn expand_is_a_view_that_sees_base_writes() -> Result<()> {
+test_device!(
+    expand_is_a_view_that_sees_base_writes,
+    expand_is_a_view_that_sees_base_writes_cpu,
+    expand_is_a_view_that_sees_base_writes_emu,
+    expand_is_a_view_that_sees_base_writes_cuda
+);
+fn expand_is_a_view_that_sees_base_writes(dev: &Device) -> Result<()> {
     // An expanded tensor cannot be written in place, so check the other
     // direction: writes to the base are seen through the expanded view.
-    let base = Tensor::arange(0.0, 3.0, &DEV)?.view([1, 3])?;
+    let base = Tensor::arange(0.0, 3.0, dev)?.view([1, 3])?;
     let e = base.expand([4, 3])?;
     assert!(e.shares_storage(&base));
     assert!(e.is_view());
@@ -198,7 +253,7 @@ fn expand_is_a_view_that_sees_base_writes() -> Result<()> {
     assert_eq!(e.to_vec2::<f32>()?, vec![vec![10.0, 11.0, 12.0]; 4]);
 
     // new leading dims and -1
-    let col = Tensor::arange(0.0, 2.0, &DEV)?.view([2, 1])?;
+    let col = Tensor::arange(0.0, 2.0, dev)?.view([2, 1])?;
     let e2 = col.expand([3, -1, 4])?;
     assert_eq!(e2.shape(), &[3, 2, 4]);
     assert_eq!(e2.stride(), &[0, 1, 0]);
@@ -209,52 +264,67 @@ fn expand_is_a_view_that_sees_base_writes() -> Result<()> {
         vec![vec![vec![0.0; 4], vec![7.0; 4]]; 3]
     );
 
-    let ea = Tensor::ones([1], DType::F32, &DEV)?.expand_as(&e2)?;
+    let ea = Tensor::ones([1], DType::F32, dev)?.expand_as(&e2)?;
     assert_eq!(ea.shape(), &[3, 2, 4]);
     assert_eq!(ea.stride(), &[0, 0, 0]);
     Ok(())
 }
 
-#[test]
-fn squeeze_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    squeeze_is_a_view,
+    squeeze_is_a_view_cpu,
+    squeeze_is_a_view_emu,
+    squeeze_is_a_view_cuda
+);
+fn squeeze_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     let s = b.view([2, 1, 12, 1])?;
     assert_eq!(s.stride(), &[12, 12, 1, 1]);
     check_view(&b, &s.squeeze()?, &[2, 12], &[12, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let s = b.view([2, 1, 12, 1])?;
     check_view(&b, &s.squeeze_dim(1)?, &[2, 12, 1], &[12, 1, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let s = b.view([2, 1, 12, 1])?;
     check_view(&b, &s.squeeze_dim(-1)?, &[2, 1, 12], &[12, 12, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     // a dim whose size is not 1 is left alone, but the result is still a view
     check_view(&b, &b.squeeze_dim(0)?, &[2, 3, 4], &[12, 4, 1], 0)?;
     Ok(())
 }
 
-#[test]
-fn unsqueeze_is_a_view() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    unsqueeze_is_a_view,
+    unsqueeze_is_a_view_cpu,
+    unsqueeze_is_a_view_emu,
+    unsqueeze_is_a_view_cuda
+);
+fn unsqueeze_is_a_view(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.unsqueeze(1)?, &[2, 1, 3, 4], &[12, 12, 4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.unsqueeze(0)?, &[1, 2, 3, 4], &[24, 12, 4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.unsqueeze(-1)?, &[2, 3, 4, 1], &[12, 4, 1, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.unsqueeze(3)?, &[2, 3, 4, 1], &[12, 4, 1, 1], 0)?;
     Ok(())
 }
 
-#[test]
-fn flatten_and_unflatten_are_views() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    flatten_and_unflatten_are_views,
+    flatten_and_unflatten_are_views_cpu,
+    flatten_and_unflatten_are_views_emu,
+    flatten_and_unflatten_are_views_cuda
+);
+fn flatten_and_unflatten_are_views(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     check_view(&b, &b.flatten(0, 1)?, &[6, 4], &[4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.flatten(1, 2)?, &[2, 12], &[12, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(&b, &b.flatten_all()?, &[24], &[1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(
         &b,
         &b.unflatten(2, [2, 2])?,
@@ -262,7 +332,7 @@ fn flatten_and_unflatten_are_views() -> Result<()> {
         &[12, 4, 2, 1],
         0,
     )?;
-    let b = base24()?;
+    let b = base24(dev)?;
     check_view(
         &b,
         &b.unflatten(0, [-1, 1])?,
@@ -272,15 +342,20 @@ fn flatten_and_unflatten_are_views() -> Result<()> {
     )?;
     // unflatten of one dim of a transposed tensor is still a view (PyTorch:
     // torch.arange(24.).view(4, 6).t().unflatten(0, (2, 3)).stride() == (3, 1, 6))
-    let b = base24()?;
+    let b = base24(dev)?;
     let t = b.view([4, 6])?.t()?;
     check_view(&b, &t.unflatten(0, [2, 3])?, &[2, 3, 4], &[3, 1, 6], 0)?;
     Ok(())
 }
 
-#[test]
-fn chunk_results_are_views() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    chunk_results_are_views,
+    chunk_results_are_views_cpu,
+    chunk_results_are_views_emu,
+    chunk_results_are_views_cuda
+);
+fn chunk_results_are_views(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     let parts = b.chunk(2, 2)?;
     assert_eq!(parts.len(), 2);
     check_view(&b, &parts[0], &[2, 3, 2], &[12, 4, 1], 0)?;
@@ -293,7 +368,7 @@ fn chunk_results_are_views() -> Result<()> {
     assert_eq!(b.version(), 2);
 
     // uneven: size 3 in 2 chunks -> 2 + 1
-    let b = base24()?;
+    let b = base24(dev)?;
     let parts = b.chunk(2, 1)?;
     assert_eq!(parts.len(), 2);
     assert_eq!(parts[0].shape(), &[2, 2, 4]);
@@ -302,16 +377,21 @@ fn chunk_results_are_views() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn split_results_are_views() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    split_results_are_views,
+    split_results_are_views_cpu,
+    split_results_are_views_emu,
+    split_results_are_views_cuda
+);
+fn split_results_are_views(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     let parts = b.split(2, 1)?;
     assert_eq!(parts.len(), 2);
     check_view(&b, &parts[0], &[2, 2, 4], &[12, 4, 1], 0)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let parts = b.split(2, 1)?;
     check_view(&b, &parts[1], &[2, 1, 4], &[12, 4, 1], 8)?;
-    let b = base24()?;
+    let b = base24(dev)?;
     let parts = b.split_sizes(&[1, 3], 2)?;
     assert_eq!(parts.len(), 2);
     check_view(&b, &parts[0], &[2, 3, 1], &[12, 4, 1], 0)?;
@@ -319,17 +399,27 @@ fn split_results_are_views() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn views_of_views_compose() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    views_of_views_compose,
+    views_of_views_compose_cpu,
+    views_of_views_compose_emu,
+    views_of_views_compose_cuda
+);
+fn views_of_views_compose(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     let v = b.transpose(0, 1)?.slice(2, 1..)?.select(1, 1)?; // [3, 3]
     check_view(&b, &v, &[3, 3], &[4, 1], 13)?;
     Ok(())
 }
 
-#[test]
-fn view_of_transposed_is_invalid_view() -> Result<()> {
-    let b = Tensor::arange(0.0, 6.0, &DEV)?.view([2, 3])?;
+test_device!(
+    view_of_transposed_is_invalid_view,
+    view_of_transposed_is_invalid_view_cpu,
+    view_of_transposed_is_invalid_view_emu,
+    view_of_transposed_is_invalid_view_cuda
+);
+fn view_of_transposed_is_invalid_view(dev: &Device) -> Result<()> {
+    let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
     let err = t.view([6]).unwrap_err();
     assert!(
@@ -343,10 +433,10 @@ fn view_of_transposed_is_invalid_view() -> Result<()> {
     assert!(msg.contains("[1, 3]"), "names the strides: {msg}");
     assert!(msg.contains("[6]"), "names the target shape: {msg}");
     // a permuted 3-D tensor
-    let err = base24()?.permute([1, 0, 2])?.view([6, 4]).unwrap_err();
+    let err = base24(dev)?.permute([1, 0, 2])?.view([6, 4]).unwrap_err();
     assert!(matches!(err, Error::InvalidView { .. }), "{err:?}");
     // an expanded tensor cannot be flattened by view either
-    let e = Tensor::ones([1, 3], DType::F32, &DEV)?.expand([2, 3])?;
+    let e = Tensor::ones([1, 3], DType::F32, dev)?.expand([2, 3])?;
     assert!(matches!(
         e.view([6]).unwrap_err(),
         Error::InvalidView { .. }
@@ -354,9 +444,14 @@ fn view_of_transposed_is_invalid_view() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn reshape_of_transposed_copies() -> Result<()> {
-    let b = Tensor::arange(0.0, 6.0, &DEV)?.view([2, 3])?;
+test_device!(
+    reshape_of_transposed_copies,
+    reshape_of_transposed_copies_cpu,
+    reshape_of_transposed_copies_emu,
+    reshape_of_transposed_copies_cuda
+);
+fn reshape_of_transposed_copies(dev: &Device) -> Result<()> {
+    let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
     let r = t.reshape([6])?;
     assert!(!r.shares_storage(&b));
@@ -377,19 +472,29 @@ fn reshape_of_transposed_copies() -> Result<()> {
     Ok(())
 }
 
+test_device!(
+    reshape_copy_is_not_a_view,
+    reshape_copy_is_not_a_view_cpu,
+    reshape_copy_is_not_a_view_emu,
+    reshape_copy_is_not_a_view_cuda
+);
 /// PyTorch: `torch.arange(6.).view(2, 3).t().reshape(6)._is_view()` is
 /// `False` (reshape copies through `_unsafe_view`, which is not a view).
-#[test]
-fn reshape_copy_is_not_a_view() -> Result<()> {
-    let b = Tensor::arange(0.0, 6.0, &DEV)?.view([2, 3])?;
+fn reshape_copy_is_not_a_view(dev: &Device) -> Result<()> {
+    let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     assert!(!b.t()?.reshape([6])?.is_view());
     assert!(!b.t()?.flatten_all()?.is_view());
     Ok(())
 }
 
-#[test]
-fn contiguous_of_contiguous_is_alias() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    contiguous_of_contiguous_is_alias,
+    contiguous_of_contiguous_is_alias_cpu,
+    contiguous_of_contiguous_is_alias_emu,
+    contiguous_of_contiguous_is_alias_cuda
+);
+fn contiguous_of_contiguous_is_alias(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     let c = b.contiguous()?;
     assert!(c.is_same(&b));
     assert!(c.shares_storage(&b));
@@ -403,9 +508,14 @@ fn contiguous_of_contiguous_is_alias() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn contiguous_of_transposed_is_copy() -> Result<()> {
-    let b = Tensor::arange(0.0, 6.0, &DEV)?.view([2, 3])?;
+test_device!(
+    contiguous_of_transposed_is_copy,
+    contiguous_of_transposed_is_copy_cpu,
+    contiguous_of_transposed_is_copy_emu,
+    contiguous_of_transposed_is_copy_cuda
+);
+fn contiguous_of_transposed_is_copy(dev: &Device) -> Result<()> {
+    let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
     assert!(!t.is_contiguous());
     let c = t.contiguous()?;
@@ -425,9 +535,14 @@ fn contiguous_of_transposed_is_copy() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn is_contiguous_follows_layout() -> Result<()> {
-    let b = base24()?;
+test_device!(
+    is_contiguous_follows_layout,
+    is_contiguous_follows_layout_cpu,
+    is_contiguous_follows_layout_emu,
+    is_contiguous_follows_layout_cuda
+);
+fn is_contiguous_follows_layout(dev: &Device) -> Result<()> {
+    let b = base24(dev)?;
     assert!(b.is_contiguous());
     assert!(!b.transpose(0, 1)?.is_contiguous());
     assert!(!b.slice_step(2, .., 2)?.is_contiguous());
@@ -438,10 +553,15 @@ fn is_contiguous_follows_layout() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn views_keep_storage_alive_after_base_drop() -> Result<()> {
+test_device!(
+    views_keep_storage_alive_after_base_drop,
+    views_keep_storage_alive_after_base_drop_cpu,
+    views_keep_storage_alive_after_base_drop_emu,
+    views_keep_storage_alive_after_base_drop_cuda
+);
+fn views_keep_storage_alive_after_base_drop(dev: &Device) -> Result<()> {
     let v = {
-        let b = base24()?;
+        let b = base24(dev)?;
         b.select(0, 1)?.select(0, 0)?
     };
     assert_eq!(v.to_vec::<f32>()?, vec![12.0, 13.0, 14.0, 15.0]);
