@@ -9,6 +9,7 @@
 mod copy;
 mod output;
 mod plot;
+mod report;
 mod sizes;
 
 use std::path::PathBuf;

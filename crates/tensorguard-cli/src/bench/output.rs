@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::copy::{CopyReport, Kind, Row};
+use super::report::{CopyReport, Kind, Row};
 use super::sizes::format_size;
 
 /// `12.3 us`, `1.23 ms`, `850 ns`, `1.20 s`.

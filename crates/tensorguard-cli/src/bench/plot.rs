@@ -11,7 +11,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::copy::{CopyReport, Kind};
+use super::report::{CopyReport, Kind};
 use super::sizes::format_size;
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");

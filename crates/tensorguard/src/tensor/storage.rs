@@ -286,6 +286,7 @@ impl Drop for Storage {
         let Ok(b) = backend(&self.device) else { return };
         // Work on the allocating stream runs before any later use of the
         // block on that stream; work on other streams must finish first.
+        // See Note [Stream-ordered reuse] (memory/caching/mod.rs)
         let device = self.device;
         let pending: SmallVec<[Mark; 2]> = self
             .uses

@@ -1,21 +1,20 @@
-//! A PyTorch-style caching allocator (modelled on `CUDACachingAllocator`).
+//! A PyTorch-style caching allocator (modelled on `CUDACachingAllocator`):
+//! the policy. Requests are rounded (see Note [Block rounding]), served from
+//! the small or the large pool (see Note [Small and large pools]) and reuse
+//! only blocks of their own stream (see Note [Stream-ordered reuse]).
 //!
-//! Requests are rounded up to multiples of 512 bytes. Requests of at most
-//! 1 MiB come from the *small pool*, whose segments are 2 MiB; larger ones come
-//! from the *large pool*, whose segments are 20 MiB for requests under 10 MiB
-//! and the request rounded up to a multiple of 2 MiB otherwise.
-//!
-//! A segment is carved into blocks that form a doubly linked list (by index
-//! into a slab, in address order). An allocation takes the best-fitting free
-//! block of its pool and stream (ordered by `(stream, size, address)`) and
-//! splits off the rest when it is big enough (small pool: at least 512 bytes;
-//! large pool: more than 1 MiB). Freed blocks go back to the cache and merge
-//! with free neighbours. Segments are only returned to the device by
+//! An allocation takes the best-fitting cached free block of its pool and
+//! stream, or a fresh segment from the device. Freed blocks go back to the
+//! cache. Segments are only returned to the device by
 //! [`CachingAllocator::empty_cache`], or when a device allocation fails: then
 //! every fully free segment is released and the device allocation is retried
-//! once before the request fails with an [`OomReport`].
+//! once (and once more after the device returned the blocks whose frees wait
+//! for other streams) before the request fails with an [`OomReport`].
+//!
+//! The bookkeeping (blocks, segments, the pools of cached blocks, best fit,
+//! splitting and merging) is in `blocks`; snapshots of it in `snapshot`, the
+//! statistics table in `summary`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -23,17 +22,64 @@ use std::ptr::NonNull;
 use parking_lot::Mutex;
 
 use super::history::{Action, History};
-use super::oom::{LiveAllocation, OomReport};
+use super::oom::OomReport;
 use super::raw::RawAlloc;
 use super::stats::{format_bytes, MemoryStats};
+use blocks::{key_fits, Inner, NIL};
+pub(crate) use snapshot::{BlockState, PoolKind};
 
-/// A stream (queue of device work); 0 is the default stream. Blocks freed on
-/// one stream are only reused for requests on the same stream.
+// Note [Block rounding]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Every request is rounded up to a multiple of MIN_BLOCK_SIZE (512 bytes),
+// and to at least 512 bytes (`round_size`), so every block size and every
+// split-off remainder is a multiple of 512. Segments come from the raw
+// allocator 64-byte aligned, so every block starts a multiple of 512 bytes
+// into a 64-byte aligned segment: at least 64-byte aligned. The
+// free-block keys rely on both: they hold sizes in units of 512 bytes and
+// addresses in units of 64 (`blocks::free_key`). The statistics count the
+// rounded bytes (`allocated_bytes`) next to the bytes asked for
+// (`requested_bytes`).
+
+// Note [Small and large pools]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Rounded requests of at most SMALL_SIZE (1 MiB) are served by the small
+// pool, whose segments are SMALL_BUFFER (2 MiB); larger ones by the large
+// pool, whose segments are LARGE_BUFFER (20 MiB) for requests under
+// MIN_LARGE_ALLOC (10 MiB) and the request rounded up to a multiple of
+// ROUND_LARGE (2 MiB) otherwise (PyTorch's `get_allocation_size`). A segment
+// and all its blocks stay in one pool, and each pool caches its own free
+// blocks, so a small request never takes a large block nor the reverse.
+// When a cached block is handed out, the rest is split off only when it is
+// worth keeping: in the small pool when it is at least 512 bytes, in the
+// large pool when it is more than 1 MiB; a smaller rest stays part of the
+// allocation (so `Allocation::size` can exceed the rounded request). The
+// statistics are kept per pool as well.
+
+// Note [Stream-ordered reuse]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A segment belongs to the stream of the request that created it, and so do
+// all its blocks. Free blocks are cached per stream (the stream is the top
+// of the free-block key) and a request only takes blocks of its own stream.
+// That is sound without any synchronisation because work on one stream runs
+// in order: whatever used a block freed on its stream was queued before the
+// work of the block's next owner. Other streams give no such order, so when
+// a storage was also used on other streams its block is not freed when the
+// tensor drops: the storage requests the free (`request_free`: the history
+// records `free_requested`, snapshots show `active_pending_free`) and the
+// device keeps the block until those streams have passed the positions
+// recorded for it (PyTorch's `record_stream`, done for the user; see
+// `Storage`'s `Drop`), then `free` returns it to the cache. Allocations first
+// reclaim the deferred blocks that are ready; when the device is full they
+// wait for all of them and retry once (the `reclaim` of `allocate_with`).
+
+/// A stream (queue of device work); 0 is the default stream. See Note
+/// [Stream-ordered reuse].
 pub(crate) type StreamId = u32;
 
-/// Requests are rounded up to a multiple of this (and at least this).
+/// Requests are rounded up to a multiple of this (and at least this); see
+/// Note [Block rounding].
 pub(crate) const MIN_BLOCK_SIZE: usize = 512;
-/// Largest request served by the small pool.
+/// Largest request served by the small pool; see Note [Small and large pools].
 pub(crate) const SMALL_SIZE: usize = 1 << 20;
 /// Segment size of the small pool.
 pub(crate) const SMALL_BUFFER: usize = 2 << 20;
@@ -46,13 +92,12 @@ pub(crate) const ROUND_LARGE: usize = 2 << 20;
 /// How many live allocations an [`OomReport`] lists.
 pub(crate) const OOM_TOP_ALLOCATIONS: usize = 5;
 
-const NIL: u32 = u32::MAX;
-
 #[allow(
     dead_code,
     reason = "public rounding rule of the allocator; used by tests and callers sizing buffers"
 )]
-/// Rounds a request the way blocks are sized: `max(512, bytes rounded up to 512)`.
+/// Rounds a request the way blocks are sized: `max(512, bytes rounded up to
+/// 512)`; see Note [Block rounding].
 ///
 /// # Panics
 /// If the rounded size does not fit in `usize`.
@@ -69,7 +114,8 @@ fn checked_round_size(bytes: usize) -> Option<usize> {
 }
 
 /// The size of the segment requested from the device for a block of `size`
-/// (already rounded) bytes, like PyTorch's `get_allocation_size`; `None` on overflow.
+/// (already rounded) bytes, like PyTorch's `get_allocation_size`; `None` on
+/// overflow. See Note [Small and large pools].
 pub(crate) fn allocation_size(size: usize) -> Option<usize> {
     if size <= SMALL_SIZE {
         Some(SMALL_BUFFER)
@@ -110,15 +156,15 @@ unsafe impl Sync for Allocation {}
 
 #[allow(dead_code, reason = "read by device streams and memory snapshots")]
 impl Allocation {
-    /// Start of the block, aligned to 512 bytes within a 64-byte aligned
-    /// segment (so at least 64-byte aligned). Dangling (but 64-byte aligned)
-    /// for zero-sized allocations.
+    /// Start of the block, at least 64-byte aligned (see Note [Block
+    /// rounding]). Dangling (but 64-byte aligned) for zero-sized allocations.
     pub(crate) fn ptr(&self) -> NonNull<u8> {
         self.ptr
     }
 
     /// Size of the block in bytes: the rounded request, or more when the
-    /// remainder of a free block was too small to split off; `>= requested()`.
+    /// remainder of a free block was too small to split off (see Note [Small
+    /// and large pools]); `>= requested()`.
     pub(crate) fn size(&self) -> usize {
         self.size
     }
@@ -128,7 +174,7 @@ impl Allocation {
         self.requested
     }
 
-    /// The stream the block belongs to.
+    /// The stream the block belongs to (see Note [Stream-ordered reuse]).
     pub(crate) fn stream(&self) -> StreamId {
         self.stream
     }
@@ -136,470 +182,6 @@ impl Allocation {
     /// Start address of the block.
     pub(crate) fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
-    }
-}
-
-/// Which pool a segment belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum PoolKind {
-    /// Requests of at most 1 MiB, 2 MiB segments.
-    Small,
-    /// Larger requests.
-    Large,
-}
-
-/// State of a block in a [`SegmentInfo`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum BlockState {
-    /// Handed out and not yet freed.
-    Active,
-    /// Freed by its owner, but other streams still use it, so it is not
-    /// reused yet (PyTorch's `active_pending_free`).
-    PendingFree,
-    /// Free (cached).
-    Inactive,
-}
-
-/// One block of a segment snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BlockInfo {
-    /// Start address.
-    pub(crate) address: usize,
-    /// Block size in bytes.
-    pub(crate) size: usize,
-    /// Bytes requested by the caller (0 for inactive blocks).
-    pub(crate) requested: usize,
-    /// Active or inactive.
-    pub(crate) state: BlockState,
-    /// Where an active block was allocated (`None` for inactive blocks).
-    pub(crate) site: Option<&'static Location<'static>>,
-}
-
-/// Snapshot of one segment, blocks in address order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SegmentInfo {
-    /// Start address.
-    pub(crate) address: usize,
-    /// Segment size in bytes.
-    pub(crate) total_size: usize,
-    /// Bytes of active blocks.
-    pub(crate) allocated_size: usize,
-    /// Bytes requested for the active blocks.
-    pub(crate) requested_size: usize,
-    /// Stream of the segment and all its blocks.
-    pub(crate) stream: StreamId,
-    /// Pool of the segment.
-    pub(crate) pool: PoolKind,
-    /// The blocks, contiguous and in address order.
-    pub(crate) blocks: Vec<BlockInfo>,
-}
-
-/// A block of a segment (slab entry).
-#[derive(Debug, Clone, Copy)]
-struct Block {
-    ptr: NonNull<u8>,
-    size: usize,
-    /// Requested bytes while allocated, 0 otherwise.
-    requested: usize,
-    stream: StreamId,
-    small: bool,
-    allocated: bool,
-    /// Freed by its owner while other streams still use it (history only).
-    pending_free: bool,
-    /// Previous / next block of the same segment (slab indices), `NIL` at the ends.
-    prev: u32,
-    next: u32,
-    site: Option<&'static Location<'static>>,
-}
-
-impl Block {
-    fn addr(&self) -> usize {
-        self.ptr.as_ptr() as usize
-    }
-
-    fn is_split(&self) -> bool {
-        self.prev != NIL || self.next != NIL
-    }
-}
-
-/// Ordering key of free blocks, `(stream, size, address)` packed into one
-/// integer so that comparisons are cheap: the stream in the top 32 bits, the
-/// size in units of 512 bytes in the next 40 and the address in units of 64
-/// bytes in the low 56 (see [`key_fits`]). The map value is the slab index.
-type FreeKey = u128;
-
-const KEY_SIZE_BITS: u32 = 40;
-const KEY_ADDR_BITS: u32 = 56;
-
-#[inline]
-fn free_key(stream: StreamId, size: usize, addr: usize) -> FreeKey {
-    debug_assert!(size % MIN_BLOCK_SIZE == 0 && addr % 64 == 0);
-    ((stream as u128) << (KEY_SIZE_BITS + KEY_ADDR_BITS))
-        | (((size / MIN_BLOCK_SIZE) as u128) << KEY_ADDR_BITS)
-        | (addr / 64) as u128
-}
-
-/// Whether every block of a segment at `addr` of `size` bytes has a key
-/// (segments below 512 TiB, ending below 2^62: always true in practice).
-fn key_fits(addr: usize, size: usize) -> bool {
-    let end = addr as u128 + size as u128;
-    ((size / MIN_BLOCK_SIZE) as u128) < (1u128 << KEY_SIZE_BITS)
-        && end / 64 < (1u128 << KEY_ADDR_BITS)
-        && addr % 64 == 0
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    /// Slab index of the first block; stable for the life of the segment,
-    /// because merges always keep the lower block.
-    head: u32,
-    size: usize,
-}
-
-struct Inner {
-    blocks: Vec<Block>,
-    spare: Vec<u32>,
-    /// Cached free blocks of each pool, key -> slab index.
-    small_free: BTreeMap<FreeKey, u32>,
-    large_free: BTreeMap<FreeKey, u32>,
-    /// Segments by start address.
-    segments: BTreeMap<usize, Segment>,
-    stats: MemoryStats,
-}
-
-// SAFETY: the raw pointers in `Inner` are addresses of device segments that
-// `Inner` owns exclusively; they are never dereferenced here, and all access
-// to `Inner` goes through the allocator's mutex.
-unsafe impl Send for Inner {}
-
-impl Inner {
-    fn new() -> Self {
-        Inner {
-            blocks: Vec::new(),
-            spare: Vec::new(),
-            small_free: BTreeMap::new(),
-            large_free: BTreeMap::new(),
-            segments: BTreeMap::new(),
-            stats: MemoryStats::default(),
-        }
-    }
-
-    #[inline]
-    fn new_slot(&mut self, block: Block) -> u32 {
-        match self.spare.pop() {
-            Some(i) => {
-                self.blocks[i as usize] = block;
-                i
-            }
-            None => {
-                let i = u32::try_from(self.blocks.len())
-                    .ok()
-                    .filter(|&i| i != NIL)
-                    .expect("too many blocks");
-                self.blocks.push(block);
-                i
-            }
-        }
-    }
-
-    #[inline]
-    fn release_slot(&mut self, i: u32) {
-        let b = &mut self.blocks[i as usize];
-        b.allocated = false;
-        b.site = None;
-        b.prev = NIL;
-        b.next = NIL;
-        self.spare.push(i);
-    }
-
-    #[inline]
-    fn key(&self, i: u32) -> FreeKey {
-        let b = &self.blocks[i as usize];
-        free_key(b.stream, b.size, b.addr())
-    }
-
-    #[inline]
-    fn free_set(&mut self, small: bool) -> &mut BTreeMap<FreeKey, u32> {
-        if small {
-            &mut self.small_free
-        } else {
-            &mut self.large_free
-        }
-    }
-
-    #[inline]
-    fn insert_free(&mut self, i: u32) {
-        let key = self.key(i);
-        let small = self.blocks[i as usize].small;
-        let previous = self.free_set(small).insert(key, i);
-        debug_assert!(previous.is_none(), "block {i} was already cached");
-    }
-
-    #[inline]
-    fn remove_free(&mut self, i: u32) {
-        let key = self.key(i);
-        let small = self.blocks[i as usize].small;
-        let removed = self.free_set(small).remove(&key);
-        debug_assert_eq!(removed, Some(i), "block {i} was not cached");
-    }
-
-    /// Best fit: the smallest free block of the pool and stream with at least
-    /// `size` bytes (lowest address among equals), removed from the cache.
-    #[inline]
-    fn take_free(&mut self, small: bool, stream: StreamId, size: usize) -> Option<u32> {
-        let set = self.free_set(small);
-        let (&key, &i) = set.range(free_key(stream, size, 0)..).next()?;
-        if (key >> (KEY_SIZE_BITS + KEY_ADDR_BITS)) as StreamId != stream {
-            return None;
-        }
-        set.remove(&key);
-        Some(i)
-    }
-
-    /// Contribution of block `i` to `inactive_split` / `inactive_split_bytes`.
-    #[inline]
-    fn split_contribution(&self, i: u32) -> (i64, i64) {
-        let b = &self.blocks[i as usize];
-        if !b.allocated && b.is_split() {
-            (1, b.size as i64)
-        } else {
-            (0, 0)
-        }
-    }
-
-    #[inline]
-    fn apply_split_delta(&mut self, small: bool, before: (i64, i64), after: (i64, i64)) {
-        self.stats.inactive_split.update(small, after.0 - before.0);
-        self.stats
-            .inactive_split_bytes
-            .update(small, after.1 - before.1);
-    }
-
-    /// Registers a fresh segment as one free block (not in the cache) and returns it.
-    fn add_segment(&mut self, ptr: NonNull<u8>, size: usize, small: bool, stream: StreamId) -> u32 {
-        let head = self.new_slot(Block {
-            ptr,
-            size,
-            requested: 0,
-            stream,
-            small,
-            allocated: false,
-            pending_free: false,
-            prev: NIL,
-            next: NIL,
-            site: None,
-        });
-        self.segments
-            .insert(ptr.as_ptr() as usize, Segment { head, size });
-        self.stats.segment.update(small, 1);
-        self.stats.reserved_bytes.update(small, size as i64);
-        head
-    }
-
-    /// Hands out the (uncached) free block `i` for a request of `size`
-    /// rounded / `requested` bytes, splitting off the remainder if big enough.
-    #[inline]
-    fn activate(
-        &mut self,
-        i: u32,
-        size: usize,
-        requested: usize,
-        site: &'static Location<'static>,
-    ) -> Allocation {
-        let before = self.split_contribution(i);
-        let b = self.blocks[i as usize];
-        let remaining = b.size - size;
-        let split = if b.small {
-            remaining >= MIN_BLOCK_SIZE
-        } else {
-            remaining > SMALL_SIZE
-        };
-        let mut after = (0, 0);
-        if split {
-            let rest_ptr = NonNull::new(b.ptr.as_ptr().wrapping_add(size))
-                .expect("a block inside a segment is never at address 0");
-            let rest = self.new_slot(Block {
-                ptr: rest_ptr,
-                size: remaining,
-                requested: 0,
-                stream: b.stream,
-                small: b.small,
-                allocated: false,
-                pending_free: false,
-                prev: i,
-                next: b.next,
-                site: None,
-            });
-            if b.next != NIL {
-                self.blocks[b.next as usize].prev = rest;
-            }
-            let blk = &mut self.blocks[i as usize];
-            blk.next = rest;
-            blk.size = size;
-            self.insert_free(rest);
-            after = (1, remaining as i64);
-        }
-        let blk = &mut self.blocks[i as usize];
-        blk.allocated = true;
-        blk.requested = requested;
-        blk.site = Some(site);
-        let (small, bsize, ptr, stream) = (blk.small, blk.size, blk.ptr, blk.stream);
-        self.apply_split_delta(small, before, after);
-        let st = &mut self.stats;
-        st.allocation.update(small, 1);
-        st.allocated_bytes.update(small, bsize as i64);
-        st.requested_bytes.update(small, requested as i64);
-        Allocation {
-            ptr,
-            size: bsize,
-            requested,
-            stream,
-            block: i,
-        }
-    }
-
-    /// Returns the allocated block `i` to the cache, merging it with free neighbours.
-    #[inline]
-    fn deactivate(&mut self, mut i: u32) {
-        let b = self.blocks[i as usize];
-        let small = b.small;
-        let st = &mut self.stats;
-        st.allocation.update(small, -1);
-        st.allocated_bytes.update(small, -(b.size as i64));
-        st.requested_bytes.update(small, -(b.requested as i64));
-
-        let mut before = (0, 0);
-        for n in [b.prev, b.next] {
-            if n != NIL {
-                let c = self.split_contribution(n);
-                before = (before.0 + c.0, before.1 + c.1);
-            }
-        }
-        {
-            let blk = &mut self.blocks[i as usize];
-            blk.allocated = false;
-            blk.pending_free = false;
-            blk.requested = 0;
-            blk.site = None;
-        }
-        // Merge with the previous block: it absorbs this one.
-        if b.prev != NIL && !self.blocks[b.prev as usize].allocated {
-            let p = b.prev;
-            self.remove_free(p);
-            let next = self.blocks[i as usize].next;
-            let pb = &mut self.blocks[p as usize];
-            pb.size += b.size;
-            pb.next = next;
-            if next != NIL {
-                self.blocks[next as usize].prev = p;
-            }
-            self.release_slot(i);
-            i = p;
-        }
-        // Merge with the next block: this one absorbs it.
-        let next = self.blocks[i as usize].next;
-        if next != NIL && !self.blocks[next as usize].allocated {
-            self.remove_free(next);
-            let nb = self.blocks[next as usize];
-            let blk = &mut self.blocks[i as usize];
-            blk.size += nb.size;
-            blk.next = nb.next;
-            if nb.next != NIL {
-                self.blocks[nb.next as usize].prev = i;
-            }
-            self.release_slot(next);
-        }
-        self.insert_free(i);
-        let after = self.split_contribution(i);
-        self.apply_split_delta(small, before, after);
-    }
-
-    /// Releases every fully free segment to `raw`; returns the bytes released.
-    /// Each release is recorded in `history` (when on) with `site`.
-    fn release_cached(
-        &mut self,
-        raw: &dyn RawAlloc,
-        history: &History,
-        site: Option<&'static Location<'static>>,
-    ) -> usize {
-        let victims: Vec<(usize, Segment)> = self
-            .segments
-            .iter()
-            .filter(|(_, s)| {
-                let h = &self.blocks[s.head as usize];
-                !h.allocated && h.next == NIL
-            })
-            .map(|(&a, &s)| (a, s))
-            .collect();
-        let mut released = 0;
-        for (addr, seg) in victims {
-            self.segments.remove(&addr);
-            self.remove_free(seg.head);
-            let head = self.blocks[seg.head as usize];
-            debug_assert_eq!(head.size, seg.size);
-            self.release_slot(seg.head);
-            self.stats.segment.update(head.small, -1);
-            self.stats
-                .reserved_bytes
-                .update(head.small, -(seg.size as i64));
-            released += seg.size;
-            if history.is_on() {
-                history.record(Action::SegmentFree, addr, seg.size, head.stream, site);
-            }
-            // SAFETY: `head.ptr` came from `raw.alloc(seg.size)` (see
-            // `CachingAllocator::allocate`, the only place segments are added);
-            // the whole segment is one free block, so no `Allocation` points into
-            // it, and it has just been removed from all bookkeeping, so it is
-            // never handed out again.
-            unsafe { raw.free(head.ptr, seg.size) };
-        }
-        released
-    }
-
-    fn largest_free_block(&self) -> usize {
-        self.small_free
-            .values()
-            .chain(self.large_free.values())
-            .map(|&i| self.blocks[i as usize].size)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Visits the blocks of every segment in address order.
-    fn for_each_segment(
-        &self,
-        mut f: impl FnMut(usize, &Segment, &mut dyn Iterator<Item = &Block>),
-    ) {
-        for (&addr, seg) in &self.segments {
-            let mut cur = seg.head;
-            let mut iter = std::iter::from_fn(|| {
-                if cur == NIL {
-                    return None;
-                }
-                let b = &self.blocks[cur as usize];
-                cur = b.next;
-                Some(b)
-            });
-            f(addr, seg, &mut iter);
-        }
-    }
-
-    fn top_allocations(&self, n: usize) -> Vec<LiveAllocation> {
-        let mut live = Vec::new();
-        self.for_each_segment(|_, _, blocks| {
-            for b in blocks {
-                if let (true, Some(site)) = (b.allocated, b.site) {
-                    live.push(LiveAllocation {
-                        size: b.size,
-                        requested: b.requested,
-                        site,
-                    });
-                }
-            }
-        });
-        live.sort_by(|a, b| b.size.cmp(&a.size).then(b.requested.cmp(&a.requested)));
-        live.truncate(n);
-        live
     }
 }
 
@@ -676,6 +258,7 @@ impl CachingAllocator {
             let Some(size) = checked_round_size(bytes) else {
                 return Err(self.oom(&mut g, bytes, bytes, 0, stream, site));
             };
+            // See Note [Small and large pools] and Note [Stream-ordered reuse]
             let small = size <= SMALL_SIZE;
             if let Some(i) = g.take_free(small, stream, size) {
                 let a = g.activate(i, size, bytes, site);
@@ -696,6 +279,7 @@ impl CachingAllocator {
                     match self.raw.alloc(seg_size) {
                         Some(ptr) => ptr,
                         None if !reclaimed => {
+                            // See Note [Stream-ordered reuse]
                             drop(g);
                             reclaimed = true;
                             if reclaim() {
@@ -851,6 +435,7 @@ impl Drop for CachingAllocator {
     }
 }
 
+mod blocks;
 mod snapshot;
 mod summary;
 #[cfg(test)]

@@ -5,11 +5,66 @@
 use super::*;
 use crate::memory::history::RawEntry;
 
+/// Which pool a segment belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PoolKind {
+    /// Requests of at most 1 MiB, 2 MiB segments.
+    Small,
+    /// Larger requests.
+    Large,
+}
+
+/// State of a block in a [`SegmentInfo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum BlockState {
+    /// Handed out and not yet freed.
+    Active,
+    /// Freed by its owner, but other streams still use it, so it is not
+    /// reused yet (PyTorch's `active_pending_free`).
+    PendingFree,
+    /// Free (cached).
+    Inactive,
+}
+
+/// One block of a segment snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BlockInfo {
+    /// Start address.
+    pub(crate) address: usize,
+    /// Block size in bytes.
+    pub(crate) size: usize,
+    /// Bytes requested by the caller (0 for inactive blocks).
+    pub(crate) requested: usize,
+    /// Active or inactive.
+    pub(crate) state: BlockState,
+    /// Where an active block was allocated (`None` for inactive blocks).
+    pub(crate) site: Option<&'static Location<'static>>,
+}
+
+/// Snapshot of one segment, blocks in address order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SegmentInfo {
+    /// Start address.
+    pub(crate) address: usize,
+    /// Segment size in bytes.
+    pub(crate) total_size: usize,
+    /// Bytes of active blocks.
+    pub(crate) allocated_size: usize,
+    /// Bytes requested for the active blocks.
+    pub(crate) requested_size: usize,
+    /// Stream of the segment and all its blocks.
+    pub(crate) stream: StreamId,
+    /// Pool of the segment.
+    pub(crate) pool: PoolKind,
+    /// The blocks, contiguous and in address order.
+    pub(crate) blocks: Vec<BlockInfo>,
+}
+
 impl CachingAllocator {
     /// Marks the block of `a` as freed by its owner while other streams
     /// still use it: it stays allocated until [`free`](Self::free), and the
     /// history records `free_requested` now and `free_completed` then
-    /// (PyTorch's `record_stream` case).
+    /// (PyTorch's `record_stream` case; see Note [Stream-ordered reuse]).
     pub(crate) fn request_free(&self, a: &Allocation) {
         if a.block == NIL {
             return;

@@ -1,4 +1,6 @@
 use super::super::raw::HostRaw;
+use super::blocks::free_key;
+use super::snapshot::SegmentInfo;
 use super::*;
 use std::sync::Arc;
 
