@@ -5,9 +5,9 @@
 
 use std::panic::Location;
 
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::dtype::DType;
-use crate::memory::OomReport;
+use crate::oom_report::OomReport;
 
 /// Shorthand for `std::result::Result<T, tensorguard::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -201,7 +201,7 @@ pub enum Error {
     /// The same unchanged host tensor was copied to the same device again
     /// and again, with [`RepeatPolicy::Error`](crate::transfer::RepeatPolicy)
     /// set (the default only warns).
-    #[error("{op} at {location}: the same unchanged host tensor ({}, storage #{storage}) has now gone to {device} {count} times (copies from every call site counted); repeated copies made at this call site have moved {} for nothing. Move it to the device once, outside the loop, or keep it on the device; if it really changes between copies, write it in place (which bumps its version). Call `transfer::set_repeat_policy(RepeatPolicy::Warn)` to only warn.", crate::memory::format_bytes(*bytes), crate::memory::format_bytes(*wasted))]
+    #[error("{op} at {location}: the same unchanged host tensor ({}, storage #{storage}) has now gone to {device} {count} times (copies from every call site counted); repeated copies made at this call site have moved {} for nothing. Move it to the device once, outside the loop, or keep it on the device; if it really changes between copies, write it in place (which bumps its version). Call `transfer::set_repeat_policy(RepeatPolicy::Warn)` to only warn.", crate::units::format_bytes(*bytes), crate::units::format_bytes(*wasted))]
     RepeatedCopy {
         /// The copying op (`to`, `copy_`, ...).
         op: &'static str,

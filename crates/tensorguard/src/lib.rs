@@ -39,14 +39,17 @@
 
 pub mod autograd;
 pub mod device;
+mod device_id;
 mod dtype;
 mod error;
 pub mod memory;
+mod oom_report;
 mod ops;
 pub mod profiler;
 mod shape;
 mod tensor;
 pub mod transfer;
+mod units;
 pub mod warnings;
 
 pub use device::{Device, DeviceKind};

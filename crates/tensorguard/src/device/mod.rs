@@ -18,46 +18,15 @@ pub(crate) use emulated::on_stream_worker;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
 
+pub use crate::device_id::{Device, DeviceKind};
+
 /// A stream's number on its device (0 is the default stream); declared by
 /// the allocator, the lower layer, whose blocks remember their stream.
 pub(crate) use crate::memory::StreamId;
 
-use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-
-/// A device, written `cpu`, `emu:0` or `cuda:0` as in PyTorch.
-///
-/// ```
-/// use tensorguard::Device;
-/// let d: Device = "emu:1".parse().unwrap();
-/// assert_eq!(d, Device::Emulated(1));
-/// assert_eq!(d.to_string(), "emu:1");
-/// assert_eq!(Device::cuda_if_available(0), Device::Cpu); // no CUDA backend yet
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Device {
-    /// Host memory and host kernels: synchronous, the default.
-    #[default]
-    Cpu,
-    /// The emulated accelerator number `n`: a separate memory space with
-    /// asynchronous streams, for testing device code without a GPU.
-    Emulated(usize),
-    /// CUDA GPU number `n`.
-    Cuda(usize),
-}
-
-/// The kinds of device, for [`count`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeviceKind {
-    /// The host.
-    Cpu,
-    /// Emulated accelerators.
-    Emulated,
-    /// CUDA GPUs.
-    Cuda,
-}
 
 impl Device {
     /// Parse `cpu`, `emu:N`, `emu` (= `emu:0`), `cuda:N` or `cuda`.
@@ -73,36 +42,6 @@ impl Device {
         } else {
             Device::Cpu
         }
-    }
-
-    /// The kind of this device.
-    pub fn kind(&self) -> DeviceKind {
-        match self {
-            Device::Cpu => DeviceKind::Cpu,
-            Device::Emulated(_) => DeviceKind::Emulated,
-            Device::Cuda(_) => DeviceKind::Cuda,
-        }
-    }
-
-    /// The Rust expression that makes this device (`Device::Emulated(0)`),
-    /// for hints in error messages.
-    ///
-    /// ```
-    /// use tensorguard::Device;
-    /// assert_eq!(Device::Emulated(1).rust_expr(), "Device::Emulated(1)");
-    /// assert_eq!(Device::Cpu.rust_expr(), "Device::Cpu");
-    /// ```
-    pub fn rust_expr(&self) -> String {
-        match self {
-            Device::Cpu => "Device::Cpu".to_string(),
-            Device::Emulated(n) => format!("Device::Emulated({n})"),
-            Device::Cuda(n) => format!("Device::Cuda({n})"),
-        }
-    }
-
-    /// True for the host.
-    pub fn is_cpu(&self) -> bool {
-        matches!(self, Device::Cpu)
     }
 
     /// `Ok` when tensors can be created and run on this device in this
@@ -142,17 +81,6 @@ pub fn synchronize(device: &Device) -> Result<()> {
 /// `TENSORGUARD_LAUNCH_BLOCKING=1` does; PyTorch's `CUDA_LAUNCH_BLOCKING`).
 pub fn set_launch_blocking(on: bool) {
     backend::set_launch_blocking_flag(on);
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            Device::Cpu => "cpu".to_string(),
-            Device::Emulated(n) => format!("emu:{n}"),
-            Device::Cuda(n) => format!("cuda:{n}"),
-        };
-        f.pad(&s)
-    }
 }
 
 impl FromStr for Device {

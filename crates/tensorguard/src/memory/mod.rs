@@ -16,7 +16,6 @@
 
 mod caching;
 mod history;
-mod oom;
 mod pinned;
 mod raw;
 mod snapshot;
@@ -26,11 +25,12 @@ mod watch;
 use std::panic::Location;
 use std::ptr::NonNull;
 
+pub use crate::oom_report::{LiveAllocation, OomReport};
+pub use crate::units::format_bytes;
 pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
-pub use oom::{LiveAllocation, OomReport};
 pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
-pub use stats::{format_bytes, parse_bytes, MemoryStats, Stat, StatArray};
+pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
 pub use history::{
     is_recording_history, record_history, Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES,

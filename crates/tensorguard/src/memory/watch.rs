@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::stats::format_bytes;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::units::format_bytes;
 
 /// The `log` target of [`watch`].
 pub const WATCH_TARGET: &str = "tensorguard::memory::watch";

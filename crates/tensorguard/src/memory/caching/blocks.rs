@@ -10,9 +10,9 @@ use std::ptr::NonNull;
 
 use super::{Allocation, StreamId, MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::memory::history::{Action, History};
-use crate::memory::oom::LiveAllocation;
 use crate::memory::raw::RawAlloc;
 use crate::memory::stats::MemoryStats;
+use crate::oom_report::LiveAllocation;
 
 /// End of a block list / no block (slab index).
 pub(super) const NIL: u32 = u32::MAX;

@@ -22,9 +22,10 @@ use std::ptr::NonNull;
 use parking_lot::Mutex;
 
 use super::history::{Action, History};
-use super::oom::OomReport;
 use super::raw::RawAlloc;
-use super::stats::{format_bytes, MemoryStats};
+use super::stats::MemoryStats;
+use crate::oom_report::OomReport;
+use crate::units::format_bytes;
 use blocks::{key_fits, Inner, NIL};
 pub(crate) use snapshot::{BlockState, PoolKind};
 
@@ -351,6 +352,8 @@ impl CachingAllocator {
             reserved_free: reserved.saturating_sub(allocated),
             largest_free_block: g.largest_free_block(),
             top_allocations: g.top_allocations(OOM_TOP_ALLOCATIONS),
+            small_size: SMALL_SIZE,
+            min_large_alloc: MIN_LARGE_ALLOC,
         })
     }
 

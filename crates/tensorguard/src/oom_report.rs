@@ -1,10 +1,11 @@
-//! The out-of-memory report: what was asked, what is in use, and what to try.
+//! The out-of-memory report: what was asked, what is in use, and what to
+//! try. Plain data (a leaf of the module graph): the allocator fills it in,
+//! `Error::OutOfMemory` carries it.
 
 use std::fmt;
 use std::panic::Location;
 
-use super::caching::{MIN_LARGE_ALLOC, SMALL_SIZE};
-use super::stats::format_bytes;
+use crate::units::format_bytes;
 
 /// One live allocation listed in an [`OomReport`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,10 @@ pub struct OomReport {
     pub largest_free_block: usize,
     /// The biggest live allocations (at most 5), biggest first.
     pub top_allocations: Vec<LiveAllocation>,
+    /// The allocator's small-request limit and large-segment size, for the
+    /// advice (see Note [Small and large pools] in `memory/caching`).
+    pub(crate) small_size: usize,
+    pub(crate) min_large_alloc: usize,
 }
 
 impl std::error::Error for OomReport {}
@@ -131,8 +136,8 @@ impl fmt::Display for OomReport {
                 "Requests of this size are served from {} segments, which are larger than the whole device: \
                  use smaller tensors (at most {}) or ones of at least {}, or a device with more memory.",
                 b(self.segment_size),
-                b(SMALL_SIZE),
-                b(MIN_LARGE_ALLOC),
+                b(self.small_size),
+                b(self.min_large_alloc),
             )
         } else if self.largest_free_block >= self.rounded {
             write!(
