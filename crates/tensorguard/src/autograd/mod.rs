@@ -2,7 +2,7 @@
 //! semantics — and in-place checks that say exactly what went wrong.
 //!
 //! Every op that reads a tensor requiring grad (while grad mode is on)
-//! records a [`Node`] on its output: the backward formula, the edges to the
+//! records a `Node` on its output: the backward formula, the edges to the
 //! inputs' histories, the tensors it saved (with their versions) and the
 //! call site. `backward` walks the graph from the root.
 //!
