@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parent.parent / "crates" / "tensorguard" / "src"
 # The loops that may exist now. Shrink these sets as the floors straighten;
 # never grow them.
 ALLOWED = [
-    {"autograd", "device", "memory", "ops", "profiler", "tensor", "transfer"},
+    {"autograd", "device", "memory", "ops", "tensor", "transfer"},
 ]
 
 PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
@@ -43,8 +43,8 @@ def edges():
     graph = {}
     for f in sorted(SRC.rglob("*.rs")):
         m = module_of(f)
-        if m == "lib":
-            continue  # the crate root re-exports everything
+        if m == "lib" or f.name == "tests.rs":
+            continue  # the crate root re-exports everything; unit tests may use anything
         code = strip_comments(f.read_text(encoding="utf-8"))
         targets = set(PATH.findall(code))
         for group in USE_GROUP.findall(code):

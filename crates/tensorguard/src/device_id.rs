@@ -1,4 +1,5 @@
-//! `Device` and `DeviceKind`: which memory space a tensor lives in, as plain
+//! `Device`, `DeviceKind`, `StreamId` and a copy's `Direction`: which
+//! memory space a tensor lives in and which queue runs its work, as plain
 //! data. A leaf of the module graph (it imports nothing of the crate), so
 //! that `error` can name devices without depending on the runtime; what
 //! needs the runtime (`parse`'s error, `check_available`,
@@ -78,5 +79,51 @@ impl fmt::Display for Device {
             Device::Cuda(n) => format!("cuda:{n}"),
         };
         f.pad(&s)
+    }
+}
+
+/// A stream's number on its device (0 is the default stream). Blocks the
+/// allocator frees on one stream are reused on that stream (see Note
+/// [Stream-ordered reuse] in `memory/caching`).
+pub(crate) type StreamId = u32;
+
+/// Which way a copy goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Host memory to a device.
+    HostToDevice,
+    /// A device to host memory.
+    DeviceToHost,
+    /// One device to another.
+    DeviceToDevice,
+}
+
+impl Direction {
+    /// The direction of a copy from `src` to `dst` (a host side makes it
+    /// host → device or device → host).
+    pub fn between(src: &Device, dst: &Device) -> Direction {
+        match (src.is_cpu(), dst.is_cpu()) {
+            (true, _) => Direction::HostToDevice,
+            (false, true) => Direction::DeviceToHost,
+            (false, false) => Direction::DeviceToDevice,
+        }
+    }
+
+    /// PyTorch's name in traces (`HtoD`, `DtoH`, `DtoD`, as in `Memcpy HtoD`).
+    pub fn pytorch_name(self) -> &'static str {
+        match self {
+            Direction::HostToDevice => "HtoD",
+            Direction::DeviceToHost => "DtoH",
+            Direction::DeviceToDevice => "DtoD",
+        }
+    }
+
+    /// The short name used in tables (`H2D`, `D2H`, `D2D`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Direction::HostToDevice => "H2D",
+            Direction::DeviceToHost => "D2H",
+            Direction::DeviceToDevice => "D2D",
+        }
     }
 }

@@ -14,15 +14,12 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
-pub(crate) use emulated::on_stream_worker;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
 
 pub use crate::device_id::{Device, DeviceKind};
 
-/// A stream's number on its device (0 is the default stream); declared by
-/// the allocator, the lower layer, whose blocks remember their stream.
-pub(crate) use crate::memory::StreamId;
+pub(crate) use crate::device_id::StreamId;
 
 use std::str::FromStr;
 

@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{Frame, TraceEntry};
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 
 /// The default capacity of the ring buffer (PyTorch's default is unbounded;

@@ -44,7 +44,8 @@ pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 pub use snapshot::unpickle as snapshot_pickle;
 
 use crate::device::backend::backend;
-use crate::device::{current_stream_id, Device};
+use crate::device::current_stream_id;
+use crate::device_id::Device;
 use crate::dtype::Native;
 use crate::error::{Error, Result};
 

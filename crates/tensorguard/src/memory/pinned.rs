@@ -11,7 +11,7 @@ use std::panic::Location;
 use std::sync::LazyLock;
 
 use super::{Buffer, CachingAllocator, HostRaw, MemoryStats};
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 
 static PINNED: LazyLock<CachingAllocator> = LazyLock::new(|| {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 use crate::units::format_bytes;
 

@@ -6,7 +6,7 @@ use std::panic::Location;
 use std::time::Duration;
 
 use super::{EventKind, Profile};
-use crate::device::{Device, DeviceKind};
+use crate::device_id::{Device, DeviceKind};
 
 /// What [`Profile::key_averages_by`] groups by besides the name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::table::format_shapes;
 use super::{Event, EventKind, Profile};
-use crate::device::{Device, DeviceKind};
+use crate::device_id::{Device, DeviceKind};
 
 /// A JSON string literal.
 fn json_str(s: &str) -> String {

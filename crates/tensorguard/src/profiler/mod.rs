@@ -59,10 +59,11 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use averages::{GroupBy, KeyAverage, KeyAverages};
-pub(crate) use record::{active, on_alloc, on_free, op_begin, DeviceTiming};
+pub(crate) use record::{active, mark_stream_worker, on_alloc, on_free, op_begin, DeviceTiming};
 pub use table::SortBy;
 
-use crate::device::{Device, StreamId};
+use crate::device_id::Device;
+use crate::device_id::StreamId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -100,7 +101,7 @@ pub enum EventKind {
 }
 
 /// The direction of a transfer: the ledger's [`Direction`](crate::transfer::Direction).
-pub use crate::transfer::Direction as TransferKind;
+pub use crate::device_id::Direction as TransferKind;
 
 /// The facts of one transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

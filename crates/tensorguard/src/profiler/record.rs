@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::{EventKind, ProfileOptions, Transfer};
-use crate::device::{Device, StreamId};
+use crate::device_id::Device;
+use crate::device_id::StreamId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -115,6 +116,18 @@ fn mem_slot(device: &Device) -> usize {
     usize::from(!device.is_cpu())
 }
 
+thread_local! {
+    /// Set on a device's stream worker threads: their work is device time,
+    /// not host ops of a thread to record.
+    static STREAM_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called by a device when it starts a stream worker thread (the device
+/// tells the profiler; the profiler never asks the device).
+pub(crate) fn mark_stream_worker() {
+    STREAM_WORKER.with(|w| w.set(true));
+}
+
 /// Run `f` with this thread's state for the running session, registering
 /// the thread on first use. None when no session runs (or the thread is a
 /// stream worker, whose work is recorded as device time instead).
@@ -127,7 +140,7 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
             if stale {
                 let session = SESSION.lock().clone()?;
                 let tid = THREAD_ID.with(|t| *t);
-                if crate::device::on_stream_worker()
+                if STREAM_WORKER.with(|w| w.get())
                     || (session.opts.current_thread_only && tid != session.owner)
                 {
                     return None;

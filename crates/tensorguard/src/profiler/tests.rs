@@ -5,7 +5,7 @@ use std::panic::Location;
 
 use super::{profile, transfer_scope, EventKind, ProfileOptions, TransferKind};
 use crate::device::backend::backend;
-use crate::device::Device;
+use crate::device_id::Device;
 
 #[test]
 fn transfer_scope_times_device_work_queued_on_a_stream() {

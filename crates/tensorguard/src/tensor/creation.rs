@@ -10,7 +10,8 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::Tensor;
 use crate::device::backend::backend;
-use crate::device::{current_stream_id, Device};
+use crate::device::current_stream_id;
+use crate::device_id::Device;
 use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::ops::{launch, Kernel, Out};

@@ -9,7 +9,7 @@ mod views;
 use std::panic::Location;
 use std::sync::Arc;
 
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::shape::{norm_dim, Layout};

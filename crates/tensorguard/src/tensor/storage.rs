@@ -10,7 +10,8 @@ use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 
 use crate::device::backend::{backend, Mark};
-use crate::device::{Device, StreamId};
+use crate::device_id::Device;
+use crate::device_id::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use parking_lot::Mutex;
 
 use super::CopyCounts;
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 use crate::memory::format_bytes;
 use crate::tensor::storage::{CopyRecord, Storage};

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::rows::{self, Recent, Table};
 use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::memory::format_bytes;
 
 /// A ledger row's key. The call site is compared by address (a `Location`

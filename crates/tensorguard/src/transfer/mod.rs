@@ -47,7 +47,7 @@ mod sync;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::device::Device;
+pub use crate::device_id::Direction;
 
 pub(crate) use detector::{check_repeat, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
@@ -77,47 +77,6 @@ pub struct CopyOpts {
     /// Copy even when the tensor is already on the device with that dtype
     /// (otherwise the tensor itself is returned, as in PyTorch).
     pub copy: bool,
-}
-
-/// Which way a copy goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Host memory to a device.
-    HostToDevice,
-    /// A device to host memory.
-    DeviceToHost,
-    /// One device to another.
-    DeviceToDevice,
-}
-
-impl Direction {
-    /// The direction of a copy from `src` to `dst` (a host side makes it
-    /// host → device or device → host).
-    pub fn between(src: &Device, dst: &Device) -> Direction {
-        match (src.is_cpu(), dst.is_cpu()) {
-            (true, _) => Direction::HostToDevice,
-            (false, true) => Direction::DeviceToHost,
-            (false, false) => Direction::DeviceToDevice,
-        }
-    }
-
-    /// PyTorch's name in traces (`HtoD`, `DtoH`, `DtoD`, as in `Memcpy HtoD`).
-    pub fn pytorch_name(self) -> &'static str {
-        match self {
-            Direction::HostToDevice => "HtoD",
-            Direction::DeviceToHost => "DtoH",
-            Direction::DeviceToDevice => "DtoD",
-        }
-    }
-
-    /// The short name used in tables (`H2D`, `D2H`, `D2D`).
-    pub fn short(self) -> &'static str {
-        match self {
-            Direction::HostToDevice => "H2D",
-            Direction::DeviceToHost => "D2H",
-            Direction::DeviceToDevice => "D2D",
-        }
-    }
 }
 
 /// A count of copies, their bytes and the time the copies took.

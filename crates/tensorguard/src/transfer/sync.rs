@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::rows::{self, Recent, Table};
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 
 /// What a synchronisation of the host with a device does besides being

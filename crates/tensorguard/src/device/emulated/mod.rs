@@ -17,7 +17,6 @@ use super::kernel::Task;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, CachingAllocator, HostRaw};
-pub(crate) use worker::on_worker as on_stream_worker;
 use worker::{Work, Worker};
 
 /// Streams per device: the default stream 0 and a pool handed out round

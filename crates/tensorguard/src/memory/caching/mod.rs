@@ -73,9 +73,7 @@ pub(crate) use snapshot::{BlockState, PoolKind};
 // reclaim the deferred blocks that are ready; when the device is full they
 // wait for all of them and retry once (the `reclaim` of `allocate_with`).
 
-/// A stream (queue of device work); 0 is the default stream. See Note
-/// [Stream-ordered reuse].
-pub(crate) type StreamId = u32;
+pub(crate) use crate::device_id::StreamId;
 
 /// Requests are rounded up to a multiple of this (and at least this); see
 /// Note [Block rounding].

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::caching::{BlockState as RawState, PoolKind};
 use super::history::{resolve, Action};
-use crate::device::Device;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 
 /// One stack frame, as PyTorch writes it.
