@@ -61,15 +61,20 @@ pub enum WarningMode {
     Off,
 }
 
-/// 0: not chosen yet (read `TENSORGUARD_WARNINGS` on first use).
-static MODE: AtomicU8 = AtomicU8::new(0);
+static MODE: EnvSetting<WarningMode> =
+    EnvSetting::new("TENSORGUARD_WARNINGS", "tensorguard::warnings");
 
-fn encode(m: WarningMode) -> u8 {
-    match m {
-        WarningMode::Auto => 1,
-        WarningMode::Stderr => 2,
-        WarningMode::Log => 3,
-        WarningMode::Off => 4,
+impl Setting for WarningMode {
+    const DEFAULT: Self = WarningMode::Auto;
+    const CHOICES: &'static str = "a warning mode (auto, stderr, log or off); using auto";
+    const ALL: &'static [Self] = &[
+        WarningMode::Auto,
+        WarningMode::Stderr,
+        WarningMode::Log,
+        WarningMode::Off,
+    ];
+    fn parse(s: &str) -> crate::Result<Self> {
+        WarningMode::parse(s)
     }
 }
 
@@ -99,35 +104,89 @@ impl WarningMode {
 /// Choose where warnings go, for the whole process (overrides
 /// `TENSORGUARD_WARNINGS`).
 pub fn set_mode(mode: WarningMode) {
-    MODE.store(encode(mode), Ordering::Relaxed);
+    MODE.set(mode);
 }
 
 /// Where warnings go now: what [`set_mode`] chose, else
 /// `TENSORGUARD_WARNINGS`, else [`WarningMode::Auto`].
 pub fn mode() -> WarningMode {
-    match MODE.load(Ordering::Relaxed) {
-        1 => WarningMode::Auto,
-        2 => WarningMode::Stderr,
-        3 => WarningMode::Log,
-        4 => WarningMode::Off,
-        _ => {
-            let (m, bad) = match std::env::var("TENSORGUARD_WARNINGS") {
-                Ok(v) => match WarningMode::parse(&v) {
-                    Ok(m) => (m, None),
-                    Err(_) => (WarningMode::Auto, Some(v)),
-                },
-                Err(_) => (WarningMode::Auto, None),
-            };
-            // a concurrent `set_mode` wins
-            let _ = MODE.compare_exchange(0, encode(m), Ordering::Relaxed, Ordering::Relaxed);
-            if let Some(v) = bad {
-                warn(
-                    "tensorguard::warnings",
-                    format_args!("TENSORGUARD_WARNINGS={v:?} is not a warning mode (auto, stderr, log or off); using auto."),
-                );
-            }
-            mode()
+    MODE.get()
+}
+
+/// A process-wide choice among a few values (`Setting::ALL`).
+pub(crate) trait Setting: Copy + PartialEq + 'static {
+    /// The value when neither the API nor the environment chose one.
+    const DEFAULT: Self;
+    /// What a bad environment value is told: "not {CHOICES}."
+    const CHOICES: &'static str;
+    /// Every value; a value is stored as its index here plus one.
+    const ALL: &'static [Self];
+    /// Parse the environment variable's value.
+    fn parse(s: &str) -> crate::Result<Self>;
+}
+
+/// A [`Setting`] chosen by the API, else by an environment variable read
+/// (once) on first use, else its default; a bad value is warned about on
+/// `target` and the default used. One relaxed load once chosen.
+pub(crate) struct EnvSetting<T> {
+    /// 0: not chosen yet; otherwise the index in `T::ALL` plus one.
+    code: AtomicU8,
+    var: &'static str,
+    target: &'static str,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Setting> EnvSetting<T> {
+    pub(crate) const fn new(var: &'static str, target: &'static str) -> Self {
+        EnvSetting {
+            code: AtomicU8::new(0),
+            var,
+            target,
+            _t: std::marker::PhantomData,
         }
+    }
+
+    fn code(v: T) -> u8 {
+        T::ALL
+            .iter()
+            .position(|&x| x == v)
+            .map_or(0, |i| i as u8 + 1)
+    }
+
+    pub(crate) fn set(&self, v: T) {
+        self.code.store(Self::code(v), Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> T {
+        match self.code.load(Ordering::Relaxed) {
+            0 => self.init(),
+            c => T::ALL
+                .get(usize::from(c) - 1)
+                .copied()
+                .unwrap_or(T::DEFAULT),
+        }
+    }
+
+    #[cold]
+    fn init(&self) -> T {
+        let (v, bad) = match std::env::var(self.var) {
+            Ok(s) => match T::parse(&s) {
+                Ok(v) => (v, None),
+                Err(_) => (T::DEFAULT, Some(s)),
+            },
+            Err(_) => (T::DEFAULT, None),
+        };
+        // a concurrent `set` wins
+        let _ = self
+            .code
+            .compare_exchange(0, Self::code(v), Ordering::Relaxed, Ordering::Relaxed);
+        if let Some(s) = bad {
+            warn(
+                self.target,
+                format_args!("{}={s:?} is not {}.", self.var, T::CHOICES),
+            );
+        }
+        self.get()
     }
 }
 

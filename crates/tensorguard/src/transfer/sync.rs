@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use super::rows::{self, Recent, Table};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
+use crate::warnings::{EnvSetting, Setting};
 
 /// What a synchronisation of the host with a device does besides being
 /// counted (PyTorch's `torch.cuda.set_sync_debug_mode`).
@@ -64,14 +65,19 @@ impl SyncDebugMode {
     }
 }
 
-/// 0: not chosen yet (read `TENSORGUARD_SYNC_DEBUG` on first use).
-static MODE: AtomicU8 = AtomicU8::new(0);
+static MODE: EnvSetting<SyncDebugMode> =
+    EnvSetting::new("TENSORGUARD_SYNC_DEBUG", "tensorguard::sync");
 
-fn encode(m: SyncDebugMode) -> u8 {
-    match m {
-        SyncDebugMode::Off => 1,
-        SyncDebugMode::Warn => 2,
-        SyncDebugMode::Error => 3,
+impl Setting for SyncDebugMode {
+    const DEFAULT: Self = SyncDebugMode::Off;
+    const CHOICES: &'static str = "a sync debug mode (off, warn or error); using off";
+    const ALL: &'static [Self] = &[
+        SyncDebugMode::Off,
+        SyncDebugMode::Warn,
+        SyncDebugMode::Error,
+    ];
+    fn parse(s: &str) -> Result<Self> {
+        SyncDebugMode::parse(s)
     }
 }
 
@@ -91,34 +97,13 @@ fn encode(m: SyncDebugMode) -> u8 {
 /// # Ok(()) }
 /// ```
 pub fn set_sync_debug_mode(mode: SyncDebugMode) {
-    MODE.store(encode(mode), Ordering::Relaxed);
+    MODE.set(mode);
 }
 
 /// The sync debug mode: what [`set_sync_debug_mode`] chose, else
 /// `TENSORGUARD_SYNC_DEBUG`, else [`SyncDebugMode::Off`].
 pub fn sync_debug_mode() -> SyncDebugMode {
-    match MODE.load(Ordering::Relaxed) {
-        1 => SyncDebugMode::Off,
-        2 => SyncDebugMode::Warn,
-        3 => SyncDebugMode::Error,
-        _ => {
-            let (m, bad) = match std::env::var("TENSORGUARD_SYNC_DEBUG") {
-                Ok(v) => match SyncDebugMode::parse(&v) {
-                    Ok(m) => (m, None),
-                    Err(_) => (SyncDebugMode::Off, Some(v)),
-                },
-                Err(_) => (SyncDebugMode::Off, None),
-            };
-            let _ = MODE.compare_exchange(0, encode(m), Ordering::Relaxed, Ordering::Relaxed);
-            if let Some(v) = bad {
-                crate::warnings::warn(
-                    "tensorguard::sync",
-                    format_args!("TENSORGUARD_SYNC_DEBUG={v:?} is not a sync debug mode (off, warn or error); using off."),
-                );
-            }
-            sync_debug_mode()
-        }
-    }
+    MODE.get()
 }
 
 /// A count of synchronisations and the time the host spent in them.
