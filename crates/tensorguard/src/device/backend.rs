@@ -13,7 +13,7 @@ use std::sync::{LazyLock, OnceLock};
 use smallvec::SmallVec;
 
 use super::emulated::Emulated;
-use super::exec::execute;
+use super::exec::execute_queued;
 use super::kernel::Task;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -86,7 +86,7 @@ impl Backend for Cpu {
     fn launch(&self, stream: StreamId, task: Task) -> Result<u64> {
         let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
         let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
-        execute(&task.kernel, &outs, &ins, stream, task.site)?;
+        execute_queued(&task.kernel, &outs, &ins, stream, task.site)?;
         Ok(0)
     }
     fn host_fn(

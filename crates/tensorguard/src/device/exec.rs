@@ -38,10 +38,11 @@ fn internal(what: &str) -> Error {
 /// temporary and cast. Runs on the calling thread: the caller is the host
 /// for the cpu, a stream worker for an asynchronous device.
 ///
-/// An operand written by a failed kernel (poisoned) is not read: the
-/// outputs are poisoned with the same cause and [`Error::Poisoned`] is
-/// returned (a kernel queued before the fault was known).
-pub(crate) fn execute(
+/// For queued work (a stream worker): an operand written by a failed kernel
+/// (poisoned) is not read: the outputs are poisoned with the same cause and
+/// [`Error::Poisoned`] is returned (a kernel queued before the fault was
+/// known).
+pub(crate) fn execute_queued(
     kernel: &Kernel,
     outs: &[Arg<'_>],
     ins: &[Arg<'_>],
@@ -55,10 +56,13 @@ pub(crate) fn execute(
         }
         return Err(p.error(kernel.name()));
     }
-    execute_unpoisoned(kernel, outs, ins, stream, site)
+    execute(kernel, outs, ins, stream, site)
 }
 
-fn execute_unpoisoned(
+/// [`execute_queued`] without the poison check, for work launched inline
+/// by the host, which checked its operands for poison itself (after
+/// waiting for their pending writes).
+pub(crate) fn execute(
     kernel: &Kernel,
     outs: &[Arg<'_>],
     ins: &[Arg<'_>],

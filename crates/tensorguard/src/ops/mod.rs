@@ -98,8 +98,9 @@ pub(crate) fn launch(
     }
     // memory written by a failed kernel is never read, nor written again
     // (a kernel already queued that reads it poisons its outputs instead)
-    for t in outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t)) {
-        t.storage().check_poison(op_name(kernel, inplace))?;
+    let operands = outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t));
+    if let Some(p) = operands.map(|t| t.storage()).find_map(|s| s.poisoned()) {
+        return Err(p.error(op_name(kernel, inplace)));
     }
     let prof = crate::profiler::op_begin(op_name(kernel, inplace), device, site, || {
         input_facts(outs, ins, inplace)
@@ -109,7 +110,8 @@ pub(crate) fn launch(
         // (a pinned source being copied, a pinned result being filled);
         // see Note [Storage usage marks]
         for o in outs {
-            o.t.storage().sync_for_host_write()?;
+            o.t.storage()
+                .sync_for_host_write(op_name(kernel, inplace))?;
         }
         for i in ins {
             i.t.storage().sync_for_host_read(op_name(kernel, inplace))?;

@@ -18,7 +18,7 @@ use super::{owned, Kernel};
 use crate::autograd::{self, formulas};
 use crate::device::backend::backend;
 use crate::device::current_stream_id;
-use crate::device::exec::execute;
+use crate::device::exec::execute_queued;
 use crate::device::kernel::Arg;
 use crate::device_id::Device;
 use crate::dtype::DType;
@@ -312,7 +312,7 @@ fn transfer_into(
     }
     if ddev.is_cpu() {
         // a host destination a queued copy still reads: Note [Storage usage marks]
-        dst.storage().sync_for_host_write()?;
+        dst.storage().sync_for_host_write(op)?;
     }
     let out = owned(dst, dst.dtype(), None);
     let inp = owned(src, src.dtype(), Some(dst.shape()));
@@ -327,7 +327,7 @@ fn transfer_into(
             let start = cell.as_ref().map(|_| Instant::now());
             let outs: [Arg<'_>; 1] = [out.as_arg()];
             let ins: [Arg<'_>; 1] = [inp.as_arg()];
-            execute(&Kernel::Copy, &outs, &ins, stream, site)?;
+            execute_queued(&Kernel::Copy, &outs, &ins, stream, site)?;
             if let (Some(cell), Some(start)) = (cell, start) {
                 cell.add_time(start.elapsed());
             }

@@ -253,8 +253,9 @@ impl Storage {
 
     /// Block the host until queued work of asynchronous devices that reads
     /// or writes this host storage has run (a host write, e.g. `add_` on a
-    /// pinned tensor whose copy to a device is pending).
-    pub(crate) fn sync_for_host_write(&self) -> Result<()> {
+    /// pinned tensor whose copy to a device is pending); then
+    /// [`Error::Poisoned`] if that work failed writing it.
+    pub(crate) fn sync_for_host_write(&self, op: &'static str) -> Result<()> {
         if !self.foreign.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -273,7 +274,8 @@ impl Storage {
             u.last_write = None;
             self.foreign.store(false, Ordering::Release);
         }
-        Ok(())
+        drop(u);
+        self.check_poison(op)
     }
 }
 

@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 
 use crate::device::backend::HostFn;
-use crate::device::exec::execute;
+use crate::device::exec::execute_queued;
 use crate::device::kernel::Task;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -226,7 +226,7 @@ impl Worker {
                     let _timed = task.prof.as_ref().map(|p| p.running());
                     let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
                     let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
-                    execute(&task.kernel, &outs, &ins, stream, task.site)
+                    execute_queued(&task.kernel, &outs, &ins, stream, task.site)
                 }));
                 (op, site, flatten(r), Some(task))
             }
