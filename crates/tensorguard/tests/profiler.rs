@@ -420,7 +420,10 @@ fn transfers_are_recorded_with_direction_and_bytes() -> Result<()> {
         t[0].device_span.is_some(),
         "the queued copy has its device time"
     );
-    assert!(t[1].device_span.is_none(), "item() reads on the host");
+    assert!(
+        t[1].device_span.is_some(),
+        "item() is a device -> host copy by the device's copy engine, on its stream"
+    );
     drop((c, pinned));
     assert_no_live_memory(&Device::Cpu);
     assert_no_live_memory(&emu);

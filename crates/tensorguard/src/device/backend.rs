@@ -12,29 +12,57 @@ use std::sync::{LazyLock, OnceLock};
 
 use smallvec::SmallVec;
 
+use super::copy::CopyJob;
 use super::emulated::Emulated;
-use super::exec::execute_queued;
-use super::kernel::Task;
+use super::exec::execute;
+use super::kernel::{Arg, Kernel};
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Buffer, CachingAllocator};
 
-/// Host work queued on a stream (uploads, event records): it runs in stream
-/// order on the device's worker.
+/// Host work queued on a stream (event records): it runs in stream order
+/// on the device's worker (CUDA's `cuLaunchHostFunc`).
 pub(crate) type HostFn = Box<dyn FnOnce() -> Result<()> + Send>;
 
-/// A position in a stream's queue: work item number `seq` on `stream`.
+/// An event: position `seq` in the queue of `stream` (the `seq`-th item
+/// queued there; it has completed when every item up to it ran). A backend
+/// with real events (CUDA) keeps one per position it hands out.
 pub(crate) type Mark = (StreamId, u64);
 
-/// What a device provides.
+/// One kernel launch as the backend sees it: the kernel, its operands
+/// (borrowed: a backend that queues the work takes `Arc`s of their
+/// storages, Note [Storage usage marks]), the op's name for errors and the
+/// user's call site.
+pub(crate) struct Launch<'a> {
+    pub kernel: &'a Kernel,
+    pub outs: &'a [Arg<'a>],
+    pub ins: &'a [Arg<'a>],
+    /// The user-facing op (`add_` for an in-place add).
+    pub op: &'static str,
+    pub site: &'static Location<'static>,
+    /// The profiler's range of the op, when a profile runs.
+    pub prof: Option<&'a crate::profiler::OpScope>,
+}
+
+/// What a device provides: memory, streams that run work in order, a copy
+/// engine and events. Every device is behind it, the cpu included (it runs
+/// everything inline, so its streams never have anything pending).
 pub(crate) trait Backend: Send + Sync {
     /// The caching allocator of this device's memory.
     fn allocator(&self) -> &CachingAllocator;
     /// A stream for new work (from a pool, like PyTorch's).
     fn new_stream(&self) -> Result<StreamId>;
-    /// Queue a kernel on `stream`; returns its position.
-    fn launch(&self, stream: StreamId, task: Task) -> Result<u64>;
-    /// Queue host work on `stream` (runs in stream order); returns its position.
+    /// Run `launch` on `stream`: inline (`Ok(None)`: done when this
+    /// returns), or queued (`Ok(Some(seq))`, its event). A host device first
+    /// waits for queued device work that uses its operands (Note [Storage
+    /// usage marks]).
+    fn launch(&self, stream: StreamId, launch: Launch<'_>) -> Result<Option<u64>>;
+    /// Copy `job.bytes` contiguous bytes on `stream` (`cuMemcpyAsync`):
+    /// inline (`Ok(None)`) or queued (`Ok(Some(seq))`). The backend of the
+    /// device side runs it (the destination's for device → device); the job
+    /// owns both storages until it ran.
+    fn copy(&self, stream: StreamId, job: CopyJob) -> Result<Option<u64>>;
+    /// Queue host work on `stream` (runs in stream order); returns its event.
     fn host_fn(
         &self,
         stream: StreamId,
@@ -42,19 +70,17 @@ pub(crate) trait Backend: Send + Sync {
         site: &'static Location<'static>,
         f: HostFn,
     ) -> Result<u64>;
-    /// How many items of `stream` have completed (positions `1..=n`).
-    fn completed(&self, stream: StreamId) -> u64;
-    /// How many items have been queued on `stream`.
-    fn submitted(&self, stream: StreamId) -> u64;
-    /// Block the host until `stream` has completed position `seq`. A fault
+    /// An event at the current end of `stream` (0 when nothing was queued).
+    fn record_event(&self, stream: StreamId) -> u64;
+    /// Whether event `seq` of `stream` has completed.
+    fn event_query(&self, stream: StreamId, seq: u64) -> bool;
+    /// Block the host until event `seq` of `stream` has completed. A fault
     /// raised by any work on that stream is returned here (once).
-    fn wait(&self, stream: StreamId, seq: u64) -> Result<()>;
-    /// Make `waiter` wait, on the device, until `on` completes `seq`.
-    fn stream_wait(&self, waiter: StreamId, on: StreamId, seq: u64) -> Result<()>;
-    /// Make `waiter` wait until stream `on` of device `other` completes
-    /// `seq`: on the device when it can wait for that device, else on the
-    /// host (a transfer between devices ordered after its source's write).
-    fn stream_wait_on(
+    fn event_synchronize(&self, stream: StreamId, seq: u64) -> Result<()>;
+    /// Make `waiter` wait until event `seq` of stream `on` of device `other`
+    /// (this device or another) completed: on the device when it can wait
+    /// for that device, else on the host.
+    fn stream_wait_event(
         &self,
         waiter: StreamId,
         other: &Device,
@@ -63,15 +89,16 @@ pub(crate) trait Backend: Send + Sync {
     ) -> Result<()>;
     /// Wait for every stream; returns the first fault found.
     fn synchronize(&self) -> Result<()>;
-    /// Keep `buf` from reuse until every mark in `deps` has completed
+    /// Keep `buf` from reuse until every event in `deps` has completed
     /// (cross-stream lifetime: Note [Storage usage marks] in `tensor/storage.rs`).
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>);
-    /// Free deferred buffers whose marks completed; with `wait`, wait for
+    /// Free deferred buffers whose events completed; with `wait`, wait for
     /// all. Returns whether any block was freed.
     fn reclaim(&self, wait: bool) -> bool;
 }
 
-/// The host device: synchronous, one implicit stream.
+/// The host device: synchronous, one implicit stream; kernels run inline
+/// on the calling thread.
 pub(crate) struct Cpu {
     allocator: CachingAllocator,
 }
@@ -83,11 +110,22 @@ impl Backend for Cpu {
     fn new_stream(&self) -> Result<StreamId> {
         Ok(0)
     }
-    fn launch(&self, stream: StreamId, task: Task) -> Result<u64> {
-        let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
-        let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
-        execute_queued(&task.kernel, &outs, &ins, stream, task.site)?;
-        Ok(0)
+    fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
+        // host storages that an asynchronous transfer still uses: wait for it
+        // (a pinned source being copied, a pinned result being filled);
+        // see Note [Storage usage marks]
+        for o in l.outs {
+            o.storage.sync_for_host_write(l.op)?;
+        }
+        for i in l.ins {
+            i.storage.sync_for_host_read(l.op)?;
+        }
+        execute(l.kernel, l.outs, l.ins, stream, l.site)?;
+        Ok(None)
+    }
+    fn copy(&self, _: StreamId, job: CopyJob) -> Result<Option<u64>> {
+        job.run_on_host()?;
+        Ok(None)
     }
     fn host_fn(
         &self,
@@ -99,20 +137,21 @@ impl Backend for Cpu {
         f()?;
         Ok(0)
     }
-    fn completed(&self, _: StreamId) -> u64 {
+    fn record_event(&self, _: StreamId) -> u64 {
         0
     }
-    fn submitted(&self, _: StreamId) -> u64 {
-        0
+    fn event_query(&self, _: StreamId, _: u64) -> bool {
+        true
     }
-    fn wait(&self, _: StreamId, _: u64) -> Result<()> {
+    fn event_synchronize(&self, _: StreamId, _: u64) -> Result<()> {
         Ok(())
     }
-    fn stream_wait(&self, _: StreamId, _: StreamId, _: u64) -> Result<()> {
-        Ok(())
-    }
-    fn stream_wait_on(&self, _: StreamId, other: &Device, on: StreamId, seq: u64) -> Result<()> {
-        backend(other)?.wait(on, seq)
+    fn stream_wait_event(&self, _: StreamId, other: &Device, on: StreamId, seq: u64) -> Result<()> {
+        // the cpu runs work as it is issued: waiting means waiting now
+        if other.is_cpu() {
+            return Ok(());
+        }
+        backend(other)?.event_synchronize(on, seq)
     }
     fn synchronize(&self) -> Result<()> {
         Ok(())

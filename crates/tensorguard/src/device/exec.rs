@@ -134,7 +134,7 @@ pub(crate) fn execute(
         }
         if i.tdtype != i.want || out_ids.contains(&id) {
             let src = KIn {
-                buf: guards[find(id)].1.buf(),
+                buf: guards[find(id)].1.buf().host_bytes()?,
                 layout: i.layout,
                 dtype: i.tdtype,
             };
@@ -146,7 +146,7 @@ pub(crate) fn execute(
                 site,
             )?;
             let mut dst = [KOut {
-                buf: &mut buf,
+                buf: buf.host_bytes_mut()?,
                 layout: &layout,
                 dtype: i.want,
             }];
@@ -169,22 +169,24 @@ pub(crate) fn execute(
     }
 
     // 4. split the guards into the kernel's views
-    type Slot<'g> = (u64, Option<&'g mut Buffer>, Option<&'g Buffer>);
+    type Slot<'g> = (u64, Option<&'g mut [u8]>, Option<&'g [u8]>);
     let mut slots: SmallVec<[Slot<'_>; 6]> = guards
         .iter_mut()
-        .map(|(id, g)| match g {
-            Guard::W(w) => (*id, Some(&mut **w), None),
-            Guard::R(r) => (*id, None, Some(&**r)),
+        .map(|(id, g)| {
+            Ok(match g {
+                Guard::W(w) => (*id, Some(w.host_bytes_mut()?), None),
+                Guard::R(r) => (*id, None, Some(r.host_bytes()?)),
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     // the layout each input is read with: its own, or its staged copy's,
     // broadcast to the kernel's shape when needed
-    let bases: SmallVec<[(&Buffer, &Layout); 3]> = ins
+    let bases: SmallVec<[(&[u8], &Layout); 3]> = ins
         .iter()
         .enumerate()
         .skip(usize::from(self_first))
         .map(|(n, i)| match staged.iter().find(|s| s.0 == n) {
-            Some((_, b, l)) => Ok((b, l)),
+            Some((_, b, l)) => Ok((b.host_bytes()?, l)),
             None => {
                 let id = i.storage.id();
                 match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
@@ -218,7 +220,7 @@ pub(crate) fn execute(
     for (k, o) in outs.iter().enumerate() {
         match tmps.next_if(|t| t.0 == k) {
             Some((_, b, l)) => kouts.push(KOut {
-                buf: b,
+                buf: b.host_bytes_mut()?,
                 layout: l,
                 dtype: o.want,
             }),
@@ -259,7 +261,7 @@ pub(crate) fn execute(
                 dtype: o.tdtype,
             }];
             let src = KIn {
-                buf,
+                buf: buf.host_bytes()?,
                 layout,
                 dtype: o.want,
             };
@@ -327,6 +329,10 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         }
     }
     let mut write = write?;
+    let write = match write.host_bytes_mut() {
+        Ok(w) => w,
+        Err(e) => return Some(Err(e)),
+    };
     let bcast: [Option<Layout>; 2] = std::array::from_fn(|k| {
         rest.get(k).and_then(|i| match i.bshape {
             Some(s) if s != i.layout.shape.as_slice() => Some(i.layout.broadcast_to(s)),
@@ -336,7 +342,10 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     let mut kins: SmallVec<[KIn<'_>; 2]> = SmallVec::new();
     for (k, i) in rest.iter().enumerate() {
         let id = i.storage.id();
-        let buf = guards.iter().flatten().find(|g| g.0 == id).map(|g| &*g.1)?;
+        let buf = match guards.iter().flatten().find(|g| g.0 == id)?.1.host_bytes() {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
         kins.push(KIn {
             buf,
             layout: bcast[k].as_ref().unwrap_or(i.layout),
@@ -344,7 +353,7 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         });
     }
     let mut kout = [KOut {
-        buf: &mut write,
+        buf: write,
         layout: out.layout,
         dtype: out.want,
     }];

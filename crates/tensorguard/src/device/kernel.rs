@@ -8,7 +8,6 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::dtype::{DType, Scalar};
-use crate::memory::Buffer;
 use crate::shape::{Dims, Layout};
 use crate::tensor::Storage;
 
@@ -242,16 +241,17 @@ impl ReduceOp {
     }
 }
 
-/// A kernel's view of one input.
+/// A kernel's view of one input: host bytes (on the cpu, or on a device's
+/// own worker: Note [Opaque device memory] in `memory/access.rs`).
 pub(crate) struct KIn<'a> {
-    pub buf: &'a Buffer,
+    pub buf: &'a [u8],
     pub layout: &'a Layout,
     pub dtype: DType,
 }
 
-/// A kernel's view of one output.
+/// A kernel's view of one output (host bytes, as [`KIn`]).
 pub(crate) struct KOut<'a> {
-    pub buf: &'a mut Buffer,
+    pub buf: &'a mut [u8],
     pub layout: &'a Layout,
     pub dtype: DType,
 }
@@ -259,7 +259,7 @@ pub(crate) struct KOut<'a> {
 /// One operand of an execution: where it is, how it is laid out, its dtype,
 /// the dtype the kernel wants and the shape it is broadcast to.
 pub(crate) struct Arg<'a> {
-    pub storage: &'a Storage,
+    pub storage: &'a Arc<Storage>,
     pub layout: &'a Layout,
     pub tdtype: DType,
     pub want: DType,
@@ -273,6 +273,19 @@ pub(crate) struct OwnedArg {
     pub tdtype: DType,
     pub want: DType,
     pub bshape: Option<Dims>,
+}
+
+impl Arg<'_> {
+    /// The operand for queued work: it owns the storage until the work ran.
+    pub(crate) fn to_owned(&self) -> OwnedArg {
+        OwnedArg {
+            storage: Arc::clone(self.storage),
+            layout: self.layout.clone(),
+            tdtype: self.tdtype,
+            want: self.want,
+            bshape: self.bshape.map(|s| s.iter().copied().collect()),
+        }
+    }
 }
 
 impl OwnedArg {

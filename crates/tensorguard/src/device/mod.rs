@@ -3,6 +3,7 @@
 
 pub(crate) mod backend;
 mod config;
+pub(crate) mod copy;
 pub(crate) mod cpu;
 mod emulated;
 pub(crate) mod exec;

@@ -136,7 +136,7 @@ impl Stream {
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.same_device("wait_stream", other)?;
         let b = backend(&self.device)?;
-        b.stream_wait(self.id, other.id, b.submitted(other.id))
+        b.stream_wait_event(self.id, &other.device, other.id, b.record_event(other.id))
     }
 
     /// Make future work on `self` wait for `event`.
@@ -153,12 +153,12 @@ impl Stream {
         let _sync =
             crate::transfer::sync_scope("Stream::synchronize", self.device, Location::caller())?;
         let b = backend(&self.device)?;
-        b.wait(self.id, b.submitted(self.id))
+        b.event_synchronize(self.id, b.record_event(self.id))
     }
 
     /// True when everything queued on this stream has completed.
     pub fn query(&self) -> bool {
-        backend(&self.device).is_ok_and(|b| b.completed(self.id) >= b.submitted(self.id))
+        backend(&self.device).is_ok_and(|b| b.event_query(self.id, b.record_event(self.id)))
     }
 
     /// Record a new event at the current end of this stream.
@@ -254,7 +254,7 @@ impl Event {
                 }),
             )?
         } else {
-            b.submitted(stream.id)
+            b.record_event(stream.id)
         };
         *self.0.mark.lock() = Some((stream.device, stream.id, seq));
         Ok(())
@@ -269,10 +269,7 @@ impl Event {
         let Some((dev, sid, seq)) = *self.0.mark.lock() else {
             return Ok(()); // an unrecorded event is complete, as in CUDA
         };
-        if dev == stream.device {
-            return backend(&dev)?.stream_wait(stream.id, sid, seq);
-        }
-        backend(&stream.device)?.stream_wait_on(stream.id, &dev, sid, seq)
+        backend(&stream.device)?.stream_wait_event(stream.id, &dev, sid, seq)
     }
 
     /// Block the host until the event has completed; returns a fault raised
@@ -287,7 +284,7 @@ impl Event {
             None => None,
         };
         match mark {
-            Some((dev, sid, seq)) => backend(&dev)?.wait(sid, seq),
+            Some((dev, sid, seq)) => backend(&dev)?.event_synchronize(sid, seq),
             None => Ok(()),
         }
     }
@@ -295,7 +292,7 @@ impl Event {
     /// True when the event has completed (or was never recorded).
     pub fn query(&self) -> bool {
         match *self.0.mark.lock() {
-            Some((dev, sid, seq)) => backend(&dev).is_ok_and(|b| b.completed(sid) >= seq),
+            Some((dev, sid, seq)) => backend(&dev).is_ok_and(|b| b.event_query(sid, seq)),
             None => true,
         }
     }

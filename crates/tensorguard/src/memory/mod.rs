@@ -14,6 +14,7 @@
 //! drop(t);
 //! ```
 
+mod access;
 mod caching;
 mod history;
 mod pinned;
@@ -23,13 +24,13 @@ mod stats;
 mod watch;
 
 use std::panic::Location;
-use std::ptr::NonNull;
 
 pub use crate::oom_report::{LiveAllocation, OomReport};
 pub use crate::units::format_bytes;
+pub(crate) use access::{enter_device_thread, may_touch, PeerAccess};
 pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
 pub use pinned::{host_empty_cache, host_stats};
-pub(crate) use raw::HostRaw;
+pub(crate) use raw::{DevicePtr, HostRaw};
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
 pub use history::{
@@ -55,22 +56,17 @@ pub(crate) fn allocator(device: &Device) -> Result<&'static CachingAllocator> {
 }
 
 /// A block of device memory owned by one storage; returned to its allocator
-/// when dropped.
+/// when dropped. Its address is opaque ([`DevicePtr`]): only
+/// [`host_bytes`](Buffer::host_bytes) turns it into a slice, for host
+/// memory and on the threads allowed to (Note [Opaque device memory] in
+/// `memory/access.rs`).
 pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
-    /// For the profiler's memory accounting.
+    /// Whose memory this is (the access rule; the profiler's accounting).
     device: Device,
 }
-
-// SAFETY: a Buffer is the only owner of its memory block; reads go through
-// `&Buffer` and writes through `&mut Buffer`, so Rust's aliasing rules on the
-// Buffer itself (enforced by the storage's RwLock) make sharing across threads
-// sound.
-unsafe impl Send for Buffer {}
-// SAFETY: see `Send`: shared access only hands out shared slices.
-unsafe impl Sync for Buffer {}
 
 impl Buffer {
     /// Allocate `bytes` on `device` for its current stream. The memory is
@@ -141,39 +137,78 @@ impl Buffer {
         self.alloc.as_ref().map_or(0, |a| a.stream())
     }
 
-    fn ptr(&self) -> NonNull<u8> {
-        match &self.alloc {
-            Some(a) => a.ptr(),
-            None => NonNull::dangling(),
+    /// The device address of the block (opaque: see [`DevicePtr`]).
+    pub(crate) fn ptr(&self) -> DevicePtr {
+        self.alloc.as_ref().map_or(DevicePtr::DANGLING, |a| a.ptr())
+    }
+
+    /// Why the calling thread may not read this block as host memory, if it
+    /// may not (Note [Opaque device memory]).
+    fn check_host_access(&self) -> Result<()> {
+        if self.len == 0 || (self.allocator.host_addressable() && access::may_touch(&self.device)) {
+            return Ok(());
         }
+        let thread = std::thread::current();
+        Err(Error::Device(format!(
+            "internal error: the memory of {} was about to be read as host memory on thread `{}`. Device memory is reached only through its backend's copy engine and kernels (on a GPU this read would be an invalid access); please report this as a bug.",
+            self.device,
+            thread.name().unwrap_or("unnamed"),
+        )))
     }
 
-    /// The bytes.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: the allocation is at least `len` bytes, 64-byte aligned,
-        // initialised (allocators hand out zeroed or previously written
-        // memory), owned by this Buffer, and not mutably borrowed while `&self`
-        // is alive.
-        unsafe { std::slice::from_raw_parts(self.ptr().as_ptr(), self.len) }
+    /// The bytes as a host slice: host memory, or a device's memory on one
+    /// of its own workers; otherwise an error (Note [Opaque device memory]).
+    pub(crate) fn host_bytes(&self) -> Result<&[u8]> {
+        self.check_host_access()?;
+        if self.len == 0 {
+            // SAFETY: a zero-length slice at a non-null address aligned for
+            // every native type (kernels cast it to `&[T]`).
+            return Ok(unsafe { std::slice::from_raw_parts(empty_aligned(), 0) });
+        }
+        // SAFETY: the block is host memory (`host_addressable`, checked
+        // above; RawAlloc's contract), at least `len` bytes, 64-byte
+        // aligned, initialised (allocators hand out zeroed or previously
+        // written memory), owned by this Buffer, and not mutably borrowed
+        // while `&self` is alive.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr().as_host_ptr(), self.len) })
     }
 
-    /// The bytes, mutably.
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr().as_ptr(), self.len) }
+    /// The bytes as a mutable host slice (see [`host_bytes`](Buffer::host_bytes)).
+    pub(crate) fn host_bytes_mut(&mut self) -> Result<&mut [u8]> {
+        self.check_host_access()?;
+        if self.len == 0 {
+            // SAFETY: as in `host_bytes`: zero length, non-null, aligned.
+            return Ok(unsafe { std::slice::from_raw_parts_mut(empty_aligned(), 0) });
+        }
+        // SAFETY: as in `host_bytes`, and `&mut self` guarantees exclusive access.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr().as_host_ptr(), self.len) })
     }
+}
 
+/// A non-null address aligned for every native type, for empty slices.
+fn empty_aligned() -> *mut u8 {
+    std::ptr::NonNull::<u64>::dangling().cast::<u8>().as_ptr()
+}
+
+/// Host bytes viewed as elements of a native type (buffers are 64-byte
+/// aligned, so the cast never fails on alignment; a tail shorter than one
+/// element is left out).
+pub(crate) trait HostSlice {
     /// The elements as native type `T`.
-    pub(crate) fn typed<T: Native>(&self) -> &[T] {
-        bytemuck::cast_slice(
-            &self.bytes()[..self.len / std::mem::size_of::<T>() * std::mem::size_of::<T>()],
-        )
+    fn typed<T: Native>(&self) -> &[T];
+    /// The elements as native type `T`, mutably.
+    fn typed_mut<T: Native>(&mut self) -> &mut [T];
+}
+
+impl HostSlice for [u8] {
+    fn typed<T: Native>(&self) -> &[T] {
+        let n = self.len() / std::mem::size_of::<T>() * std::mem::size_of::<T>();
+        bytemuck::cast_slice(&self[..n])
     }
 
-    /// The elements as native type `T`, mutably.
-    pub(crate) fn typed_mut<T: Native>(&mut self) -> &mut [T] {
-        let n = self.len / std::mem::size_of::<T>() * std::mem::size_of::<T>();
-        bytemuck::cast_slice_mut(&mut self.bytes_mut()[..n])
+    fn typed_mut<T: Native>(&mut self) -> &mut [T] {
+        let n = self.len() / std::mem::size_of::<T>() * std::mem::size_of::<T>();
+        bytemuck::cast_slice_mut(&mut self[..n])
     }
 }
 

@@ -1,6 +1,8 @@
-//! Raw device memory: where the caching allocator gets its segments from.
+//! Raw device memory: where the caching allocator gets its segments from,
+//! and the address type it hands out.
 
 use std::alloc::Layout;
+use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,29 +10,92 @@ use std::sync::Arc;
 /// Alignment of every raw allocation (and so of every segment).
 pub(crate) const RAW_ALIGN: usize = 64;
 
+/// An address in some device's memory: a number, never dereferenced by
+/// shared code. Only a [`Buffer`](super::Buffer) whose memory is host
+/// addressable turns it into a slice, on a thread allowed to touch that
+/// device's memory (see Note [Opaque device memory] in `memory/access.rs`).
+/// On CUDA it is a `CUdeviceptr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct DevicePtr(NonZeroUsize);
+
+impl DevicePtr {
+    /// The address of zero-sized allocations: non-null, 64-byte aligned,
+    /// never dereferenced (a zero-length slice may start there).
+    pub(crate) const DANGLING: DevicePtr = match NonZeroUsize::new(RAW_ALIGN) {
+        Some(a) => DevicePtr(a),
+        None => unreachable!(),
+    };
+
+    /// `addr` as a device address; `None` for 0.
+    pub(crate) fn new(addr: usize) -> Option<DevicePtr> {
+        NonZeroUsize::new(addr).map(DevicePtr)
+    }
+
+    /// The address as a number.
+    pub(crate) fn addr(self) -> usize {
+        self.0.get()
+    }
+
+    /// The address `bytes` further; `None` on overflow.
+    pub(crate) fn add(self, bytes: usize) -> Option<DevicePtr> {
+        self.addr().checked_add(bytes).and_then(DevicePtr::new)
+    }
+
+    /// A host pointer to the same address, for memory that is host
+    /// addressable (checked by the caller; see `Buffer::host_bytes`).
+    pub(crate) fn as_host_ptr(self) -> *mut u8 {
+        std::ptr::with_exposed_provenance_mut(self.addr())
+    }
+
+    /// The device address of host memory at `ptr`.
+    pub(crate) fn from_host(ptr: NonNull<u8>) -> DevicePtr {
+        DevicePtr(NonZeroUsize::new(ptr.as_ptr().expose_provenance()).unwrap_or(NonZeroUsize::MIN))
+    }
+}
+
 /// Where segments come from (a device's malloc).
-pub(crate) trait RawAlloc: Send + Sync + 'static {
-    /// Allocate `bytes` (a multiple of 512), aligned to 64 bytes, memory
-    /// initialised (zeroed is fine). `None` = the device is out of memory.
-    fn alloc(&self, bytes: usize) -> Option<NonNull<u8>>;
+///
+/// # Safety
+/// Shared code builds slices over the memory of a host-addressable
+/// allocator, so an implementation promises:
+/// - `alloc(bytes)` returns `bytes` bytes, aligned to [`RAW_ALIGN`], that
+///   overlap no other live allocation of this object, and stay valid until
+///   given to `free`;
+/// - when [`host_addressable`](RawAlloc::host_addressable) is true, that
+///   memory is host memory, initialised (zeroed is fine), readable and
+///   writable through [`DevicePtr::as_host_ptr`] from any thread;
+/// - when it is false (a GPU), shared code never dereferences its addresses:
+///   only the device's backend reads or writes them (its copy engine and
+///   its kernels).
+pub(crate) unsafe trait RawAlloc: Send + Sync + 'static {
+    /// Allocate `bytes` (a multiple of 512), aligned to 64 bytes. `None` =
+    /// the device is out of memory.
+    fn alloc(&self, bytes: usize) -> Option<DevicePtr>;
 
     /// Return memory to the device.
     ///
     /// # Safety
     /// `ptr` came from `alloc(bytes)` on this object and is no longer used.
-    unsafe fn free(&self, ptr: NonNull<u8>, bytes: usize);
+    unsafe fn free(&self, ptr: DevicePtr, bytes: usize);
 
     /// Total capacity in bytes, `None` when unlimited (host).
     fn capacity(&self) -> Option<usize>;
+
+    /// Whether the memory is host memory that the process may address
+    /// (the cpu, pinned memory, the emulated device): see the trait's
+    /// safety contract.
+    fn host_addressable(&self) -> bool;
 }
 
 /// Sharing a raw allocator (e.g. to watch its usage from outside) keeps it a raw allocator.
-impl<R: RawAlloc> RawAlloc for Arc<R> {
-    fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
+// SAFETY: every call is forwarded to the inner allocator, which upholds the
+// contract.
+unsafe impl<R: RawAlloc> RawAlloc for Arc<R> {
+    fn alloc(&self, bytes: usize) -> Option<DevicePtr> {
         (**self).alloc(bytes)
     }
 
-    unsafe fn free(&self, ptr: NonNull<u8>, bytes: usize) {
+    unsafe fn free(&self, ptr: DevicePtr, bytes: usize) {
         // SAFETY: forwarded unchanged; the caller upholds `free`'s contract for
         // the shared inner allocator, which is the one `alloc` was called on.
         unsafe { (**self).free(ptr, bytes) }
@@ -38,6 +103,10 @@ impl<R: RawAlloc> RawAlloc for Arc<R> {
 
     fn capacity(&self) -> Option<usize> {
         (**self).capacity()
+    }
+
+    fn host_addressable(&self) -> bool {
+        (**self).host_addressable()
     }
 }
 
@@ -77,8 +146,11 @@ impl HostRaw {
     }
 }
 
-impl RawAlloc for HostRaw {
-    fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
+// SAFETY: memory comes from the global allocator with `RAW_ALIGN`
+// alignment and zeroed, is exclusively owned until `free`, and is host
+// memory (host addressable from any thread).
+unsafe impl RawAlloc for HostRaw {
+    fn alloc(&self, bytes: usize) -> Option<DevicePtr> {
         if bytes == 0 {
             return None;
         }
@@ -90,7 +162,7 @@ impl RawAlloc for HostRaw {
         // power-of-two alignment.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         match NonNull::new(ptr) {
-            Some(ptr) => Some(ptr),
+            Some(ptr) => Some(DevicePtr::from_host(ptr)),
             None => {
                 self.used.fetch_sub(bytes, Ordering::AcqRel);
                 None
@@ -98,19 +170,23 @@ impl RawAlloc for HostRaw {
         }
     }
 
-    unsafe fn free(&self, ptr: NonNull<u8>, bytes: usize) {
+    unsafe fn free(&self, ptr: DevicePtr, bytes: usize) {
         let layout = Layout::from_size_align(bytes, RAW_ALIGN).expect(
             "HostRaw::free: size does not form a valid layout, so it did not come from alloc",
         );
         // SAFETY: the caller guarantees `ptr` came from `self.alloc(bytes)`,
         // which allocated it with exactly this layout via the global
         // allocator, and that it is no longer used.
-        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+        unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
         self.used.fetch_sub(bytes, Ordering::AcqRel);
     }
 
     fn capacity(&self) -> Option<usize> {
         self.capacity
+    }
+
+    fn host_addressable(&self) -> bool {
+        true
     }
 }
 
@@ -123,9 +199,9 @@ mod tests {
         let raw = HostRaw::new(Some(4096));
         assert_eq!(raw.capacity(), Some(4096));
         let a = raw.alloc(2048).expect("fits");
-        assert_eq!(a.as_ptr() as usize % RAW_ALIGN, 0);
-        // SAFETY: `a` points to 2048 freshly allocated, initialised bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(a.as_ptr(), 2048) };
+        assert_eq!(a.addr() % RAW_ALIGN, 0);
+        // SAFETY: `a` points to 2048 freshly allocated, initialised host bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(a.as_host_ptr(), 2048) };
         assert!(bytes.iter().all(|&b| b == 0));
         assert_eq!(raw.used(), 2048);
         assert!(raw.alloc(2560).is_none(), "would exceed the capacity");

@@ -13,13 +13,10 @@ mod transfer;
 
 use std::panic::Location;
 
-use std::sync::Arc;
-
 use smallvec::SmallVec;
 
-use crate::device::backend::backend;
-use crate::device::exec::execute;
-use crate::device::kernel::{Arg, OwnedArg, Task};
+use crate::device::backend::{backend, Launch};
+use crate::device::kernel::Arg;
 use crate::device::{current_stream_id, launch_blocking};
 use crate::dtype::{DType, PromoteArg};
 use crate::error::{Error, Result};
@@ -28,6 +25,7 @@ use crate::tensor::Tensor;
 
 pub(crate) use crate::device::kernel::{BinaryOp, Kernel, ReduceOp, UnaryOp};
 pub use elementwise::Operand;
+pub(crate) use transfer::{read_to_host, transfer_into};
 
 /// One input of a launch: the tensor, the dtype the kernel reads it as, and
 /// the shape it is broadcast to (None: as is).
@@ -102,52 +100,43 @@ pub(crate) fn launch(
     if let Some(p) = operands.map(|t| t.storage()).find_map(|s| s.poisoned()) {
         return Err(p.error(op_name(kernel, inplace)));
     }
-    let prof = crate::profiler::op_begin(op_name(kernel, inplace), device, site, || {
-        input_facts(outs, ins, inplace)
-    });
-    if device.is_cpu() {
-        // host storages that an asynchronous transfer still uses: wait for it
-        // (a pinned source being copied, a pinned result being filled);
-        // see Note [Storage usage marks]
-        for o in outs {
-            o.t.storage()
-                .sync_for_host_write(op_name(kernel, inplace))?;
-        }
-        for i in ins {
-            i.t.storage().sync_for_host_read(op_name(kernel, inplace))?;
-        }
-        let o: SmallVec<[Arg<'_>; 2]> = outs
-            .iter()
-            .map(|o| Arg {
-                storage: o.t.storage(),
-                layout: o.t.layout(),
-                tdtype: o.t.dtype(),
-                want: o.dtype,
-                bshape: None,
-            })
-            .collect();
-        let i: SmallVec<[Arg<'_>; 3]> = ins
-            .iter()
-            .map(|i| Arg {
-                storage: i.t.storage(),
-                layout: i.t.layout(),
-                tdtype: i.t.dtype(),
-                want: i.dtype,
-                bshape: i.bshape,
-            })
-            .collect();
-        execute(kernel, &o, &i, 0, site)?;
-    } else {
-        let b = backend(&device)?;
-        let stream = current_stream_id(&device);
-        let task = Task {
-            kernel: kernel.clone(),
-            outs: outs.iter().map(|o| owned(o.t, o.dtype, None)).collect(),
-            ins: ins.iter().map(|i| owned(i.t, i.dtype, i.bshape)).collect(),
+    let op = op_name(kernel, inplace);
+    let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
+    let o: SmallVec<[Arg<'_>; 2]> = outs
+        .iter()
+        .map(|o| Arg {
+            storage: o.t.storage(),
+            layout: o.t.layout(),
+            tdtype: o.t.dtype(),
+            want: o.dtype,
+            bshape: None,
+        })
+        .collect();
+    let i: SmallVec<[Arg<'_>; 3]> = ins
+        .iter()
+        .map(|i| Arg {
+            storage: i.t.storage(),
+            layout: i.t.layout(),
+            tdtype: i.t.dtype(),
+            want: i.dtype,
+            bshape: i.bshape,
+        })
+        .collect();
+    let b = backend(&device)?;
+    let stream = current_stream_id(&device);
+    let queued = b.launch(
+        stream,
+        Launch {
+            kernel,
+            outs: &o,
+            ins: &i,
+            op,
             site,
-            prof: prof.as_ref().and_then(|p| p.device_timing(stream)),
-        };
-        let seq = b.launch(stream, task)?;
+            prof: prof.as_ref(),
+        },
+    )?;
+    if let Some(seq) = queued {
+        // Note [Storage usage marks]
         for o in outs {
             o.t.storage().record_use(device, stream, seq, true);
         }
@@ -155,7 +144,7 @@ pub(crate) fn launch(
             i.t.storage().record_use(device, stream, seq, false);
         }
         if launch_blocking() {
-            b.wait(stream, seq)?;
+            b.event_synchronize(stream, seq)?;
         }
     }
     if inplace {
@@ -196,18 +185,6 @@ fn input_facts(outs: &[Out<'_>], ins: &[In<'_>], inplace: bool) -> (Vec<Vec<usiz
         dtypes.push(i.t.dtype());
     }
     (shapes, dtypes)
-}
-
-/// An operand of queued work: it owns the tensor's storage until the work
-/// has run.
-pub(crate) fn owned(t: &Tensor, want: DType, bshape: Option<&[usize]>) -> OwnedArg {
-    OwnedArg {
-        storage: Arc::clone(t.storage()),
-        layout: t.layout().clone(),
-        tdtype: t.dtype(),
-        want,
-        bshape: bshape.map(|s| s.iter().copied().collect()),
-    }
 }
 
 /// Checks for writing into `out` in place while reading `inputs`.

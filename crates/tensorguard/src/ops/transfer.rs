@@ -11,15 +11,13 @@
 
 use std::panic::Location;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::elementwise::check_inplace_target;
-use super::{owned, Kernel};
+use super::Kernel;
 use crate::autograd::{self, formulas};
 use crate::device::backend::backend;
+use crate::device::copy::{CopyEnd, CopyJob};
 use crate::device::current_stream_id;
-use crate::device::exec::execute_queued;
-use crate::device::kernel::Arg;
 use crate::device_id::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -243,11 +241,24 @@ impl Tensor {
 }
 
 /// Copy `src` (another device) into `dst`, broadcasting `src` to `dst`'s
-/// shape and casting to `dst`'s dtype. The copy runs on the current stream
-/// of the device side (the destination's for device → device). It is
-/// waited for unless `non_blocking` allows otherwise: a pinned (or no) host
-/// side with `non_blocking`, or a device → device copy.
-fn transfer_into(
+/// shape and casting to `dst`'s dtype: the path of one copy.
+///
+/// 1. A source that is not one contiguous block of the bytes to move
+///    (strided, broadcast, or to be cast on its device) is packed by a copy
+///    kernel on its own device into a contiguous temporary.
+/// 2. The device side's copy engine moves the bytes (`Backend::copy`, the
+///    shape of `cuMemcpyAsync`) on its current stream (the destination's
+///    for device → device), after the source's pending write.
+/// 3. A destination that is not one contiguous block of the source's
+///    dtype receives the bytes in a temporary that a copy kernel on the
+///    destination's device then writes into it (strides, dtype cast).
+///
+/// Casts run on the device side (before a copy to the host, after a copy
+/// from it), so an asynchronous copy to pinned memory stays asynchronous.
+/// It is waited for unless `non_blocking` allows otherwise: a pinned (or
+/// no) host side with `non_blocking`, or a device → device copy. Counted in
+/// the ledger at `site` as one copy of the bytes moved.
+pub(crate) fn transfer_into(
     dst: &Tensor,
     src: &Tensor,
     non_blocking: bool,
@@ -283,7 +294,56 @@ fn transfer_into(
         }
         _ => None,
     };
-    let bytes = dst.numel() * src.dtype().size_in_bytes();
+    move_bytes(dst, src, dir, run_dev, blocking, op, site)
+}
+
+/// The values of `t` readable on the host: `t` itself on the cpu (after
+/// queued writes to it, e.g. a pinned result still being filled), else a
+/// host copy made by the copy engine after `t`'s pending write, whichever
+/// stream made it. A read by `op` at the user's `site`: a synchronisation
+/// (the sync ledger and debug mode) and a device → host copy (the transfer
+/// ledger). A fault of the pending write is returned here.
+pub(crate) fn read_to_host(
+    t: &Tensor,
+    op: &'static str,
+    site: &'static Location<'static>,
+) -> Result<Tensor> {
+    let device = t.device();
+    // a read of device memory makes the host wait for the device: the
+    // sync debug mode may refuse it before anything happens
+    let _sync = transfer::sync_scope(op, device, site)?;
+    t.storage().sync_for_host_read(op)?;
+    if device.is_cpu() {
+        return Ok(t.alias());
+    }
+    let host = Tensor::uninit(t.shape(), t.dtype(), &Device::Cpu, site)?;
+    move_bytes(&host, t, Direction::DeviceToHost, device, true, op, site)?;
+    host.storage().check_poison(op)?;
+    Ok(host)
+}
+
+/// Steps 1 to 3 of [`transfer_into`], once the direction, the device doing
+/// the work and whether to block are known.
+fn move_bytes(
+    dst: &Tensor,
+    src: &Tensor,
+    dir: Direction,
+    run_dev: Device,
+    blocking: bool,
+    op: &'static str,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    let (sdev, ddev) = (src.device(), dst.device());
+    let pinned = [src, dst]
+        .iter()
+        .any(|t| t.device().is_cpu() && t.is_pinned());
+    // the dtype the bytes travel in: cast on the device side
+    let wire = if ddev.is_cpu() {
+        dst.dtype()
+    } else {
+        src.dtype()
+    };
+    let bytes = dst.numel() * wire.size_in_bytes();
     if dir == Direction::HostToDevice && transfer::enabled() {
         transfer::check_repeat(HostCopy {
             op,
@@ -297,6 +357,29 @@ fn transfer_into(
         })?;
     }
     let acct = transfer::account(op, sdev, ddev, bytes, pinned, blocking, site);
+    if bytes == 0 {
+        return Ok(());
+    }
+    // 1. the source as one contiguous block of `wire` elements
+    let packed = if is_block(src, dst.shape(), wire) {
+        src.alias()
+    } else {
+        let tmp = if src.is_pinned() && !blocking {
+            Tensor::uninit_pinned(dst.shape(), wire, site)?
+        } else {
+            Tensor::uninit(dst.shape(), wire, &sdev, site)?
+        };
+        pack(&tmp, src, site)?;
+        tmp
+    };
+    // 3. (prepared) where the bytes land
+    let direct = is_block(dst, dst.shape(), wire);
+    let landing = if direct {
+        dst.alias()
+    } else {
+        Tensor::uninit(dst.shape(), wire, &ddev, site)?
+    };
+    // 2. the copy
     let b = backend(&run_dev)?;
     let stream = current_stream_id(&run_dev);
     // Work the copy depends on: the source's pending write on another
@@ -305,39 +388,64 @@ fn transfer_into(
     // destination are waited for on the host.
     // (A device tensor written on another stream of the same device is
     // ordered by the user, as in PyTorch; a host source is always ordered.)
-    if let Some((d, s, seq)) = src.storage().pending_write() {
-        if d != run_dev || (sdev.is_cpu() && s != stream) {
-            b.stream_wait_on(stream, &d, s, seq)?;
+    if let Some((d, s, seq)) = packed.storage().pending_write() {
+        if d != run_dev || (packed.device().is_cpu() && s != stream) {
+            b.stream_wait_event(stream, &d, s, seq)?;
         }
     }
     if ddev.is_cpu() {
         // a host destination a queued copy still reads: Note [Storage usage marks]
-        dst.storage().sync_for_host_write(op)?;
+        landing.storage().sync_for_host_write(op)?;
     }
-    let out = owned(dst, dst.dtype(), None);
-    let inp = owned(src, src.dtype(), Some(dst.shape()));
-    let timing = acct.prof.as_ref().and_then(|p| p.device_timing(stream));
-    let cell = acct.cell;
-    let seq = b.host_fn(
-        stream,
+    let esize = wire.size_in_bytes();
+    let job = CopyJob {
+        dst: CopyEnd {
+            storage: Arc::clone(landing.storage()),
+            offset: landing.storage_offset() * esize,
+        },
+        src: CopyEnd {
+            storage: Arc::clone(packed.storage()),
+            offset: packed.storage_offset() * esize,
+        },
+        bytes,
         op,
         site,
-        Box::new(move || {
-            let _running = timing.as_ref().map(|t| t.running());
-            let start = cell.as_ref().map(|_| Instant::now());
-            let outs: [Arg<'_>; 1] = [out.as_arg()];
-            let ins: [Arg<'_>; 1] = [inp.as_arg()];
-            execute_queued(&Kernel::Copy, &outs, &ins, stream, site)?;
-            if let (Some(cell), Some(start)) = (cell, start) {
-                cell.add_time(start.elapsed());
-            }
-            Ok(())
-        }),
-    )?;
-    dst.storage().record_use(run_dev, stream, seq, true);
-    src.storage().record_use(run_dev, stream, seq, false);
-    if blocking || crate::device::launch_blocking() {
-        b.wait(stream, seq)?;
+        prof: acct.prof.as_ref().and_then(|p| p.device_timing(stream)),
+        done: acct
+            .cell
+            .map(|cell| Box::new(move |d| cell.add_time(d)) as Box<dyn FnOnce(_) + Send>),
+    };
+    if let Some(seq) = b.copy(stream, job)? {
+        landing.storage().record_use(run_dev, stream, seq, true);
+        packed.storage().record_use(run_dev, stream, seq, false);
+        if blocking || crate::device::launch_blocking() {
+            b.event_synchronize(stream, seq)?;
+        }
+    }
+    // 3. into a strided (or other-dtype) destination, on its device
+    if !direct {
+        pack(dst, &landing, site)?;
     }
     Ok(())
+}
+
+/// Whether `t` is one contiguous block holding `shape` in `dtype` (no
+/// broadcast, no cast, no strides): the copy engine can move it as is.
+fn is_block(t: &Tensor, shape: &[usize], dtype: DType) -> bool {
+    t.dtype() == dtype && t.shape() == shape && t.is_contiguous()
+}
+
+/// Copy `src` into `dst` on their (one) device with a copy kernel:
+/// strides, broadcast and dtype cast in one pass.
+fn pack(dst: &Tensor, src: &Tensor, site: &'static Location<'static>) -> Result<()> {
+    super::launch(
+        &Kernel::Copy,
+        &[super::Out {
+            t: dst,
+            dtype: dst.dtype(),
+        }],
+        &[super::In::bcast(src, src.dtype(), dst.shape())],
+        false,
+        site,
+    )
 }

@@ -59,7 +59,9 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use averages::{GroupBy, KeyAverage, KeyAverages};
-pub(crate) use record::{active, mark_stream_worker, on_alloc, on_free, op_begin, DeviceTiming};
+pub(crate) use record::{
+    active, mark_stream_worker, on_alloc, on_free, op_begin, DeviceTiming, OpScope,
+};
 pub use table::SortBy;
 
 use crate::device_id::Device;

@@ -1,7 +1,7 @@
 //! Creating tensors: constants, ranges, data from Rust, random numbers.
 
 use std::panic::Location;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -9,11 +9,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use super::Tensor;
-use crate::device::backend::backend;
-use crate::device::current_stream_id;
 use crate::device_id::Device;
 use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
+use crate::memory::HostSlice;
 use crate::ops::{launch, Kernel, Out};
 use crate::shape::Shape;
 
@@ -49,39 +48,26 @@ pub fn manual_seed(seed: u64) {
 }
 
 /// Write host-computed elements into the fresh tensor `t`: in place on the
-/// cpu; for a device, into a host buffer copied by work queued on the
-/// device's current stream (so it is ordered before later ops).
+/// cpu; for a device, into a pinned host buffer that the copy engine
+/// uploads asynchronously on the device's current stream (so it is ordered
+/// before later ops; counted by the transfer ledger as `op` at `site`).
 pub(crate) fn fill_from_host<T: Native>(
     t: &Tensor,
+    op: &'static str,
     site: &'static Location<'static>,
     fill: impl FnOnce(&mut [T]),
 ) -> Result<()> {
     if t.device().is_cpu() {
         let mut guard = t.storage().data.write();
-        fill(guard.typed_mut());
+        fill(guard.host_bytes_mut()?.typed_mut());
         return Ok(());
     }
-    // as many T as the tensor's bytes hold (T may be u8 for a raw copy)
-    let n = t.numel() * t.dtype().size_in_bytes() / std::mem::size_of::<T>();
-    let mut host = vec![T::zero(); n];
-    fill(&mut host);
-    let dev = t.device();
-    let stream = current_stream_id(&dev);
-    let storage = Arc::clone(t.storage());
-    let seq = backend(&dev)?.host_fn(
-        stream,
-        "from_vec",
-        site,
-        Box::new(move || {
-            let mut guard = storage.data.write();
-            let dst: &mut [T] = guard.typed_mut();
-            let n = host.len().min(dst.len());
-            dst[..n].copy_from_slice(&host[..n]);
-            Ok(())
-        }),
-    )?;
-    t.storage().record_use(dev, stream, seq, true);
-    Ok(())
+    let host = Tensor::uninit_pinned(t.shape(), t.dtype(), site)?;
+    {
+        let mut guard = host.storage().data.write();
+        fill(guard.host_bytes_mut()?.typed_mut());
+    }
+    crate::ops::transfer_into(t, &host, true, op, site)
 }
 
 fn float_dtype(op: &'static str, dtype: DType) -> Result<()> {
@@ -209,7 +195,7 @@ impl Tensor {
         }
         let site = Location::caller();
         let t = Tensor::uninit(shape.dims(), T::DTYPE, device, site)?;
-        fill_from_host::<T::Native>(&t, site, |dst| {
+        fill_from_host::<T::Native>(&t, "from_vec", site, |dst| {
             for (d, s) in dst.iter_mut().zip(data) {
                 *d = s.to_native();
             }
@@ -221,6 +207,7 @@ impl Tensor {
     /// `dtype`. The tensor is allocated first, so a shape too large for the
     /// device is an out-of-memory error, not a failed host allocation.
     fn generate(
+        op: &'static str,
         shape: &[usize],
         dtype: DType,
         device: &Device,
@@ -229,7 +216,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         let t = Tensor::uninit(shape, dtype, device, site)?;
         let to_bool = dtype == DType::Bool;
-        with_native!(dtype, T => fill_from_host::<T>(&t, site, |dst| {
+        with_native!(dtype, T => fill_from_host::<T>(&t, op, site, |dst| {
             for (i, d) in dst.iter_mut().enumerate() {
                 let s = f(i);
                 *d = if to_bool { T::from_i64((s != 0.0) as i64) } else { T::from_f64(s) };
@@ -282,14 +269,14 @@ impl Tensor {
         if !is_float {
             let (a, c) = (s.to_i64(), st.to_i64());
             let t = Tensor::uninit(&[n], DType::I64, device, site)?;
-            fill_from_host::<i64>(&t, site, |dst| {
+            fill_from_host::<i64>(&t, "arange", site, |dst| {
                 for (i, d) in dst.iter_mut().enumerate() {
                     *d = a.wrapping_add((i as i64).wrapping_mul(c));
                 }
             })?;
             return Ok(t);
         }
-        Tensor::generate(&[n], dtype, device, site, |i| a + i as f64 * c)
+        Tensor::generate("arange", &[n], dtype, device, site, |i| a + i as f64 * c)
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive (f32).
@@ -303,20 +290,27 @@ impl Tensor {
         let half = steps / 2;
         // PyTorch fills the first half from the start and the second from the
         // end, so both endpoints are exact.
-        Tensor::generate(&[steps], DEFAULT_FLOAT, device, Location::caller(), |i| {
-            // one step is `start` (PyTorch fills it with start)
-            if i < half || steps == 1 {
-                start + step * i as f64
-            } else {
-                end - step * (steps - 1 - i) as f64
-            }
-        })
+        Tensor::generate(
+            "linspace",
+            &[steps],
+            DEFAULT_FLOAT,
+            device,
+            Location::caller(),
+            |i| {
+                // one step is `start` (PyTorch fills it with start)
+                if i < half || steps == 1 {
+                    start + step * i as f64
+                } else {
+                    end - step * (steps - 1 - i) as f64
+                }
+            },
+        )
     }
 
     /// An `n` x `m` matrix with ones on the diagonal.
     #[track_caller]
     pub fn eye(n: usize, m: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::generate(&[n, m], dtype, device, Location::caller(), |i| {
+        Tensor::generate("eye", &[n, m], dtype, device, Location::caller(), |i| {
             if i / m == i % m {
                 1.0
             } else {
@@ -342,9 +336,14 @@ impl Tensor {
         float_dtype("rand", dtype)?;
         let shape = shape.into();
         let mut rng = gen.0.lock();
-        Tensor::generate(shape.dims(), dtype, device, Location::caller(), |_| {
-            rng.random::<f64>()
-        })
+        Tensor::generate(
+            "rand",
+            shape.dims(),
+            dtype,
+            device,
+            Location::caller(),
+            |_| rng.random::<f64>(),
+        )
     }
 
     /// Standard normal random numbers from the default generator.
@@ -364,9 +363,14 @@ impl Tensor {
         float_dtype("randn", dtype)?;
         let shape = shape.into();
         let mut rng = gen.0.lock();
-        Tensor::generate(shape.dims(), dtype, device, Location::caller(), |_| {
-            StandardNormal.sample(&mut *rng)
-        })
+        Tensor::generate(
+            "randn",
+            shape.dims(),
+            dtype,
+            device,
+            Location::caller(),
+            |_| StandardNormal.sample(&mut *rng),
+        )
     }
 
     /// Random integers in `[low, high)` (i64) from the default generator.
@@ -399,7 +403,7 @@ impl Tensor {
         let site = Location::caller();
         let t = Tensor::uninit(shape.dims(), DType::I64, device, site)?;
         let mut rng = gen.0.lock();
-        fill_from_host::<i64>(&t, site, |dst| {
+        fill_from_host::<i64>(&t, "randint", site, |dst| {
             dst.iter_mut()
                 .for_each(|d| *d = rng.random_range(low..high));
         })?;

@@ -6,6 +6,7 @@ use std::panic::Location;
 use super::format::{format_tensor, FmtValue, PrintOptions};
 use super::Tensor;
 use crate::dtype::{with_native, DType, Native};
+use crate::memory::HostSlice;
 
 impl Tensor {
     fn repr(&self) -> String {
@@ -21,22 +22,23 @@ impl Tensor {
         if !default_dtype {
             suffixes.push(format!("dtype=torch.{}", self.dtype().name()));
         }
-        // Printing a device tensor waits for the device. Rust's formatting
-        // machinery does not pass the caller's line on, so the sync ledger
-        // counts it here, as op `Display`.
-        let _sync = match crate::transfer::sync_scope("Display", self.device(), Location::caller())
-        {
-            Ok(s) => s,
+        // Printing a device tensor waits for the device and copies it to
+        // the host. Rust's formatting machinery does not pass the caller's
+        // line on, so the sync and transfer ledgers count it here, as op
+        // `Display`.
+        let host = match crate::ops::read_to_host(self, "Display", Location::caller()) {
+            Ok(h) => h,
             Err(e) => return format!("tensor(<unavailable: {e}>)"),
         };
-        if let Err(e) = self.storage().sync_for_host_read("Display") {
-            return format!("tensor(<unavailable: {e}>)");
-        }
-        let layout = self.layout();
-        let guard = self.storage().data.read();
+        let layout = host.layout();
+        let guard = host.storage().data.read();
+        let bytes = match guard.host_bytes() {
+            Ok(b) => b,
+            Err(e) => return format!("tensor(<unavailable: {e}>)"),
+        };
         let dtype = self.dtype();
         with_native!(dtype, T => {
-            let data: &[T] = guard.typed();
+            let data: &[T] = bytes.typed();
             let get = |i: usize| -> FmtValue {
                 // unravel the row-major index into a storage offset
                 let mut rem = i;

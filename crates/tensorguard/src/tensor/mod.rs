@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::device_id::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::memory::HostSlice;
 use crate::shape::{norm_dim, Layout};
 
 pub use creation::{manual_seed, Generator};
@@ -246,25 +247,12 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
-        let device = self.device();
-        // a read of device memory makes the host wait for the device: the
-        // sync debug mode may refuse it before anything happens
-        let _sync = crate::transfer::sync_scope(op, device, site)?;
-        self.0.storage.sync_for_host_read(op)?;
-        let acct = (!device.is_cpu()).then(|| {
-            let bytes = self.numel() * self.dtype().size_in_bytes();
-            crate::transfer::account(op, device, Device::Cpu, bytes, false, true, site)
-        });
-        let cell = acct.as_ref().and_then(|a| a.cell);
-        let start = cell.map(|_| std::time::Instant::now());
-        let guard = self.0.storage.data.read();
-        let data: &[T::Native] = guard.typed();
-        let layout = &self.0.layout;
+        let host = crate::ops::read_to_host(self, op, site)?;
+        let guard = host.storage().data.read();
+        let data: &[T::Native] = guard.host_bytes()?.typed();
+        let layout = host.layout();
         let mut out = Vec::with_capacity(layout.numel());
         crate::device::cpu::gather_strided(data, layout, |x| out.push(T::from_native(x)));
-        if let (Some(cell), Some(start)) = (cell, start) {
-            cell.add_time(start.elapsed());
-        }
         Ok(out)
     }
 

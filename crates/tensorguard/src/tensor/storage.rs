@@ -246,7 +246,7 @@ impl Storage {
             return self.check_poison(op);
         }
         if let Some((device, stream, seq)) = self.pending_write() {
-            backend(&device)?.wait(stream, seq)?;
+            backend(&device)?.event_synchronize(stream, seq)?;
         }
         self.check_poison(op)
     }
@@ -262,13 +262,13 @@ impl Storage {
         let marks = self.uses.lock().latest.clone();
         for &(device, stream, seq) in &marks {
             if !device.is_cpu() {
-                backend(&device)?.wait(stream, seq)?;
+                backend(&device)?.event_synchronize(stream, seq)?;
             }
         }
         // forget completed work, so later host ops skip all this
         let mut u = self.uses.lock();
         u.latest.retain(|&mut (d, s, seq)| {
-            !marks.contains(&(d, s, seq)) && backend(&d).is_ok_and(|b| b.completed(s) < seq)
+            !marks.contains(&(d, s, seq)) && backend(&d).is_ok_and(|b| !b.event_query(s, seq))
         });
         if u.latest.is_empty() {
             u.last_write = None;
@@ -296,7 +296,7 @@ impl Drop for Storage {
             .get_mut()
             .latest
             .iter()
-            .filter(|&&(d, s, seq)| d == device && s != self.alloc_stream && b.completed(s) < seq)
+            .filter(|&&(d, s, seq)| d == device && s != self.alloc_stream && !b.event_query(s, seq))
             .map(|&(_, s, seq)| (s, seq))
             .collect();
         if !pending.is_empty() {

@@ -1,5 +1,6 @@
 //! Reductions, max/min with indices, and softmax.
 
+use crate::memory::HostSlice;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 

@@ -12,7 +12,8 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use super::backend::{Backend, HostFn, Mark};
+use super::backend::{Backend, HostFn, Launch, Mark};
+use super::copy::CopyJob;
 use super::kernel::Task;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -60,6 +61,14 @@ impl Emulated {
         Ok(slot.get_or_init(|| w))
     }
 
+    /// How many items of `stream` have completed.
+    fn completed(&self, stream: StreamId) -> u64 {
+        self.streams
+            .get(stream as usize)
+            .and_then(|s| s.get())
+            .map_or(0, |w| w.completed())
+    }
+
     fn started(&self) -> impl Iterator<Item = &Arc<Worker>> {
         self.streams.iter().filter_map(|s| s.get())
     }
@@ -77,8 +86,21 @@ impl Backend for Emulated {
         Ok(id)
     }
 
-    fn launch(&self, stream: StreamId, task: Task) -> Result<u64> {
-        Ok(self.worker(stream)?.push(Work::Kernel(Box::new(task))))
+    fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
+        let task = Task {
+            kernel: l.kernel.clone(),
+            outs: l.outs.iter().map(|a| a.to_owned()).collect(),
+            ins: l.ins.iter().map(|a| a.to_owned()).collect(),
+            site: l.site,
+            prof: l.prof.and_then(|p| p.device_timing(stream)),
+        };
+        Ok(Some(
+            self.worker(stream)?.push(Work::Kernel(Box::new(task))),
+        ))
+    }
+
+    fn copy(&self, stream: StreamId, job: CopyJob) -> Result<Option<u64>> {
+        Ok(Some(self.worker(stream)?.push(Work::Copy(Box::new(job)))))
     }
 
     fn host_fn(
@@ -91,58 +113,49 @@ impl Backend for Emulated {
         Ok(self.worker(stream)?.push(Work::Host { f, op, site }))
     }
 
-    fn completed(&self, stream: StreamId) -> u64 {
-        self.streams
-            .get(stream as usize)
-            .and_then(|s| s.get())
-            .map_or(0, |w| w.completed())
-    }
-
-    fn submitted(&self, stream: StreamId) -> u64 {
+    fn record_event(&self, stream: StreamId) -> u64 {
         self.streams
             .get(stream as usize)
             .and_then(|s| s.get())
             .map_or(0, |w| w.submitted())
     }
 
-    fn wait(&self, stream: StreamId, seq: u64) -> Result<()> {
+    fn event_query(&self, stream: StreamId, seq: u64) -> bool {
+        self.completed(stream) >= seq
+    }
+
+    fn event_synchronize(&self, stream: StreamId, seq: u64) -> Result<()> {
         let r = self.worker(stream)?.wait(seq);
         self.reclaim(false);
         r
     }
 
-    fn stream_wait(&self, waiter: StreamId, on: StreamId, seq: u64) -> Result<()> {
-        if waiter == on {
-            return Ok(());
-        }
-        let on = Arc::clone(self.worker(on)?);
-        self.worker(waiter)?.push(Work::Wait { on, seq });
-        Ok(())
-    }
-
-    fn stream_wait_on(
+    fn stream_wait_event(
         &self,
         waiter: StreamId,
         other: &Device,
         on: StreamId,
         seq: u64,
     ) -> Result<()> {
-        if *other == self.device {
-            return self.stream_wait(waiter, on, seq);
-        }
-        match other {
+        let on = match other {
+            Device::Emulated(_) if *other == self.device => {
+                if waiter == on {
+                    return Ok(());
+                }
+                Arc::clone(self.worker(on)?)
+            }
             // another emulated device: its stream's worker is waited for
             // by ours, in order, without blocking the host
             Device::Emulated(n) => {
                 let dev = super::backend::emulated_devices()?
                     .get(*n)
                     .ok_or_else(|| Error::Device(format!("{other} does not exist.")))?;
-                let on = Arc::clone(dev.worker(on)?);
-                self.worker(waiter)?.push(Work::Wait { on, seq });
-                Ok(())
+                Arc::clone(dev.worker(on)?)
             }
-            _ => super::backend::backend(other)?.wait(on, seq),
-        }
+            _ => return super::backend::backend(other)?.event_synchronize(on, seq),
+        };
+        self.worker(waiter)?.push(Work::Wait { on, seq });
+        Ok(())
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -10,6 +10,7 @@ use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 
 use crate::device::backend::HostFn;
+use crate::device::copy::CopyJob;
 use crate::device::exec::execute_queued;
 use crate::device::kernel::Task;
 use crate::device::{Device, StreamId};
@@ -28,6 +29,8 @@ pub(crate) fn on_worker() -> bool {
 
 pub(crate) enum Work {
     Kernel(Box<Task>),
+    /// A copy to, from or within this device (the copy engine).
+    Copy(Box<CopyJob>),
     Host {
         f: HostFn,
         op: &'static str,
@@ -145,6 +148,8 @@ impl Worker {
 
     fn run(self: Arc<Self>) {
         ON_WORKER.with(|w| w.set(true));
+        // its device's memory is reachable from here only: Note [Opaque device memory]
+        crate::memory::enter_device_thread(self.device);
         crate::profiler::mark_stream_worker();
         let mut last = 0;
         loop {
@@ -229,6 +234,23 @@ impl Worker {
                     execute_queued(&task.kernel, &outs, &ins, stream, task.site)
                 }));
                 (op, site, flatten(r), Some(task))
+            }
+            Work::Copy(job) => {
+                let (op, site) = (job.op, job.site);
+                let dst = std::sync::Arc::clone(&job.dst.storage);
+                let r = flatten(catch_unwind(AssertUnwindSafe(|| job.run_on_host())));
+                if let Err(e) = &r {
+                    if !matches!(e, Error::Poisoned { .. }) {
+                        // the destination holds no valid values
+                        dst.poison(&Arc::new(Poison {
+                            device: self.device,
+                            op,
+                            location: site,
+                            message: e.to_string().trim_end_matches('.').to_string(),
+                        }));
+                    }
+                }
+                (op, site, r, None)
             }
             Work::Host { f, op, site } => {
                 (op, site, flatten(catch_unwind(AssertUnwindSafe(f))), None)

@@ -6,11 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::panic::Location;
-use std::ptr::NonNull;
 
 use super::{Allocation, StreamId, MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::memory::history::{Action, History};
-use crate::memory::raw::RawAlloc;
+use crate::memory::raw::{DevicePtr, RawAlloc};
 use crate::memory::stats::MemoryStats;
 use crate::oom_report::LiveAllocation;
 
@@ -21,7 +20,7 @@ pub(super) const NIL: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Block {
     /// Start of the block.
-    pub(super) ptr: NonNull<u8>,
+    pub(super) ptr: DevicePtr,
     /// Size in bytes (a multiple of 512; see Note [Block rounding]).
     pub(super) size: usize,
     /// Requested bytes while allocated, 0 otherwise.
@@ -44,7 +43,7 @@ pub(super) struct Block {
 impl Block {
     /// Start address of the block.
     pub(super) fn addr(&self) -> usize {
-        self.ptr.as_ptr() as usize
+        self.ptr.addr()
     }
 
     fn is_split(&self) -> bool {
@@ -217,7 +216,7 @@ impl Inner {
     /// Registers a fresh segment as one free block (not in the cache) and returns it.
     pub(super) fn add_segment(
         &mut self,
-        ptr: NonNull<u8>,
+        ptr: DevicePtr,
         size: usize,
         small: bool,
         stream: StreamId,
@@ -234,8 +233,7 @@ impl Inner {
             next: NIL,
             site: None,
         });
-        self.segments
-            .insert(ptr.as_ptr() as usize, Segment { head, size });
+        self.segments.insert(ptr.addr(), Segment { head, size });
         self.stats.segment.update(small, 1);
         self.stats.reserved_bytes.update(small, size as i64);
         head
@@ -262,8 +260,8 @@ impl Inner {
         };
         let mut after = (0, 0);
         if split {
-            let rest_ptr = NonNull::new(b.ptr.as_ptr().wrapping_add(size))
-                .expect("a block inside a segment is never at address 0");
+            // inside the segment, so below its end address: no overflow
+            let rest_ptr = b.ptr.add(size).unwrap_or(b.ptr);
             let rest = self.new_slot(Block {
                 ptr: rest_ptr,
                 size: remaining,

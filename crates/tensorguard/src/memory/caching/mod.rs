@@ -17,12 +17,11 @@
 
 use std::fmt;
 use std::panic::Location;
-use std::ptr::NonNull;
 
 use parking_lot::Mutex;
 
 use super::history::{Action, History};
-use super::raw::RawAlloc;
+use super::raw::{DevicePtr, RawAlloc};
 use super::stats::MemoryStats;
 use crate::oom_report::OomReport;
 use crate::units::format_bytes;
@@ -125,10 +124,6 @@ pub(crate) fn allocation_size(size: usize) -> Option<usize> {
     }
 }
 
-/// Alignment of the dangling pointer of zero-sized allocations.
-#[repr(C, align(64))]
-struct Align64([u8; 64]);
-
 /// A block handed out by [`CachingAllocator::allocate`]. Give it back with
 /// [`CachingAllocator::free`] on the same allocator; dropping it leaks the block.
 #[derive(Debug)]
@@ -138,26 +133,18 @@ struct Align64([u8; 64]);
     reason = "size, requested size and stream are read by device streams and memory snapshots"
 )]
 pub(crate) struct Allocation {
-    ptr: NonNull<u8>,
+    ptr: DevicePtr,
     size: usize,
     requested: usize,
     stream: StreamId,
     block: u32,
 }
 
-// SAFETY: an `Allocation` is an ownership token for a block: it never reads or
-// writes through `ptr` itself, and the allocator's bookkeeping is behind a
-// mutex, so moving it to another thread (and freeing it there) is sound.
-unsafe impl Send for Allocation {}
-// SAFETY: `&Allocation` only exposes plain values (the pointer is returned by
-// value; dereferencing it is the caller's unsafe responsibility).
-unsafe impl Sync for Allocation {}
-
 #[allow(dead_code, reason = "read by device streams and memory snapshots")]
 impl Allocation {
     /// Start of the block, at least 64-byte aligned (see Note [Block
     /// rounding]). Dangling (but 64-byte aligned) for zero-sized allocations.
-    pub(crate) fn ptr(&self) -> NonNull<u8> {
+    pub(crate) fn ptr(&self) -> DevicePtr {
         self.ptr
     }
 
@@ -180,7 +167,7 @@ impl Allocation {
 
     /// Start address of the block.
     pub(crate) fn addr(&self) -> usize {
-        self.ptr.as_ptr() as usize
+        self.ptr.addr()
     }
 }
 
@@ -215,6 +202,12 @@ impl CachingAllocator {
         }
     }
 
+    /// Whether this allocator's memory is host memory (see [`RawAlloc`]'s
+    /// safety contract).
+    pub(crate) fn host_addressable(&self) -> bool {
+        self.raw.host_addressable()
+    }
+
     /// Allocates `bytes` on `stream`, recording `site` as the call site.
     ///
     /// Zero bytes give a size-0 allocation with a dangling, 64-byte aligned
@@ -244,7 +237,7 @@ impl CachingAllocator {
     ) -> Result<Allocation, Box<OomReport>> {
         if bytes == 0 {
             return Ok(Allocation {
-                ptr: NonNull::<Align64>::dangling().cast(),
+                ptr: DevicePtr::DANGLING,
                 size: 0,
                 requested: 0,
                 stream,
@@ -291,7 +284,7 @@ impl CachingAllocator {
                     }
                 }
             };
-            if !key_fits(ptr.as_ptr() as usize, seg_size) {
+            if !key_fits(ptr.addr(), seg_size) {
                 // SAFETY: `ptr` was just returned by `self.raw.alloc(seg_size)` and
                 // has not been handed out or recorded anywhere.
                 unsafe { self.raw.free(ptr, seg_size) };
@@ -301,7 +294,7 @@ impl CachingAllocator {
             if self.history.is_on() {
                 self.history.record(
                     Action::SegmentAlloc,
-                    ptr.as_ptr() as usize,
+                    ptr.addr(),
                     seg_size,
                     stream,
                     Some(site),

@@ -132,7 +132,7 @@ fn exact_stats_for_known_sequence() {
     let (a, raw) = host(None);
     let x = alloc(&a, 1000, 0);
     assert_eq!((x.size(), x.requested(), x.stream()), (1024, 1000, 0));
-    assert_eq!(x.ptr().as_ptr() as usize % 64, 0);
+    assert_eq!(x.ptr().addr() % 64, 0);
     let s = a.stats();
     assert_eq!(s.allocated_bytes.all.current, 1024);
     assert_eq!(s.allocated_bytes.small_pool.current, 1024);
@@ -181,7 +181,7 @@ fn zero_sized_allocation_is_free_of_charge() {
     let (a, raw) = host(None);
     let z = alloc(&a, 0, 3);
     assert_eq!((z.size(), z.requested(), z.stream()), (0, 0, 3));
-    assert_eq!(z.ptr().as_ptr() as usize % 64, 0);
+    assert_eq!(z.ptr().addr() % 64, 0);
     assert_eq!(a.stats(), MemoryStats::default());
     a.free(z);
     assert_eq!(a.stats(), MemoryStats::default());
@@ -209,15 +209,9 @@ fn split_and_coalesce_in_every_order() {
         let sizes: Vec<usize> = segs[0].blocks.iter().map(|b| b.size).collect();
         assert_eq!(sizes, [4 * KIB, 1024, 64 * KIB, 2 * MIB - 69 * KIB]);
         let base = segs[0].address;
-        assert_eq!(blocks[0].as_ref().unwrap().ptr().as_ptr() as usize, base);
-        assert_eq!(
-            blocks[1].as_ref().unwrap().ptr().as_ptr() as usize,
-            base + 4 * KIB
-        );
-        assert_eq!(
-            blocks[2].as_ref().unwrap().ptr().as_ptr() as usize,
-            base + 5 * KIB
-        );
+        assert_eq!(blocks[0].as_ref().unwrap().ptr().addr(), base);
+        assert_eq!(blocks[1].as_ref().unwrap().ptr().addr(), base + 4 * KIB);
+        assert_eq!(blocks[2].as_ref().unwrap().ptr().addr(), base + 5 * KIB);
         for &k in &order {
             a.free(blocks[k].take().unwrap());
             check(&a);
@@ -255,7 +249,7 @@ fn best_fit_picks_smallest_sufficient_block() {
     assert_eq!(c.ptr(), p1);
     // 2 KiB: the remaining 2 KiB hole after b is the best fit.
     let d = alloc(&a, 2 * KIB, 0);
-    assert_eq!(d.ptr().as_ptr() as usize, p2.as_ptr() as usize + 6 * KIB);
+    assert_eq!(d.ptr().addr(), p2.addr() + 6 * KIB);
     check(&a);
     for x in [b, c, d, sep1, sep2] {
         a.free(x);

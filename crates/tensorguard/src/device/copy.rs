@@ -1,0 +1,127 @@
+//! The copy engine's device side: one request shape for every copy between
+//! memories (host → device, device → host, device → device, host → host),
+//! like `cuMemcpyAsync`: contiguous bytes from one address to another, on a
+//! stream. Strides, broadcasting and dtype casts are not its business: the
+//! transfer path (`ops/transfer.rs`) packs a strided source with a copy
+//! kernel on its own device first and unpacks into a strided destination
+//! with a kernel on the destination's device after.
+//!
+//! The request owns both storages, so neither is freed before the copy ran
+//! (Note [Storage usage marks] in `tensor/storage.rs`).
+
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::memory::PeerAccess;
+use crate::tensor::Storage;
+
+/// One side of a copy: a storage and a byte offset into it.
+pub(crate) struct CopyEnd {
+    /// The memory (kept alive by the request until the copy ran).
+    pub storage: Arc<Storage>,
+    /// Where the copied bytes start, in bytes from the storage's start.
+    pub offset: usize,
+}
+
+/// One copy of `bytes` contiguous bytes from `src` to `dst`.
+pub(crate) struct CopyJob {
+    /// Where the bytes go.
+    pub dst: CopyEnd,
+    /// Where they come from.
+    pub src: CopyEnd,
+    /// How many.
+    pub bytes: usize,
+    /// The user's op (`to`, `copy_`, `to_vec`, `from_vec`, ...), for faults.
+    pub op: &'static str,
+    /// The user's call site.
+    pub site: &'static Location<'static>,
+    /// Where the profiler stamps the copy's device time while a profile runs.
+    pub prof: Option<crate::profiler::DeviceTiming>,
+    /// Told how long the copy took (the transfer ledger's time column).
+    pub done: Option<Box<dyn FnOnce(Duration) + Send>>,
+}
+
+impl CopyJob {
+    /// Run the copy on the calling thread, which must be allowed to touch
+    /// both memories as host memory: the cpu for host → host, a device's
+    /// worker for a copy to or from its device (a peer's memory is opened
+    /// for the copy: Note [Opaque device memory] in `memory/access.rs`).
+    ///
+    /// A source written by a failed kernel is not copied: the destination is
+    /// poisoned with the same cause and [`Error::Poisoned`] returned.
+    pub(crate) fn run_on_host(self) -> Result<()> {
+        let CopyJob {
+            dst,
+            src,
+            bytes,
+            op,
+            prof,
+            done,
+            ..
+        } = self;
+        if let Some(p) = src.storage.poisoned() {
+            let p = Arc::clone(p);
+            dst.storage.poison(&p);
+            return Err(p.error(op));
+        }
+        let _timed = prof.as_ref().map(|p| p.running());
+        let start = done.as_ref().map(|_| Instant::now());
+        let (sdev, ddev) = (*src.storage.device(), *dst.storage.device());
+        // a copy between two devices runs on one of them and reaches the
+        // other's memory for this copy alone (a peer copy)
+        let _peer = match (
+            crate::memory::may_touch(&sdev),
+            crate::memory::may_touch(&ddev),
+        ) {
+            (false, true) => Some(PeerAccess::open(sdev)),
+            (true, false) => Some(PeerAccess::open(ddev)),
+            _ => None,
+        };
+        if Arc::ptr_eq(&src.storage, &dst.storage) {
+            let mut g = dst.storage.data.write();
+            let buf = g.host_bytes_mut()?;
+            let (s, d) = (
+                range(src.offset, bytes, buf.len(), op)?,
+                range(dst.offset, bytes, buf.len(), op)?,
+            );
+            buf.copy_within(s, d.start);
+        } else {
+            // Note [Lock order]: by storage id
+            let (mut w, r);
+            if src.storage.id() < dst.storage.id() {
+                r = src.storage.data.read();
+                w = dst.storage.data.write();
+            } else {
+                w = dst.storage.data.write();
+                r = src.storage.data.read();
+            }
+            let from = r.host_bytes()?;
+            let to = w.host_bytes_mut()?;
+            let s = range(src.offset, bytes, from.len(), op)?;
+            let d = range(dst.offset, bytes, to.len(), op)?;
+            to[d].copy_from_slice(&from[s]);
+        }
+        if let (Some(done), Some(start)) = (done, start) {
+            done(start.elapsed());
+        }
+        Ok(())
+    }
+}
+
+/// `offset..offset + bytes`, checked against a buffer of `len` bytes.
+fn range(
+    offset: usize,
+    bytes: usize,
+    len: usize,
+    op: &'static str,
+) -> Result<std::ops::Range<usize>> {
+    match offset.checked_add(bytes) {
+        Some(end) if end <= len => Ok(offset..end),
+        _ => Err(Error::invalid(
+            op,
+            format!("internal error: a copy of {bytes} bytes at offset {offset} does not fit a buffer of {len} bytes."),
+        )),
+    }
+}
