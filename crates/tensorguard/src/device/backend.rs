@@ -13,8 +13,8 @@ use std::sync::{LazyLock, OnceLock};
 use smallvec::SmallVec;
 
 use super::copy::CopyJob;
+use super::cpu::exec::execute;
 use super::emulated::Emulated;
-use super::exec::execute;
 use super::kernel::{Arg, Kernel};
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -90,7 +90,7 @@ pub(crate) trait Backend: Send + Sync {
     /// Wait for every stream; returns the first fault found.
     fn synchronize(&self) -> Result<()>;
     /// Keep `buf` from reuse until every event in `deps` has completed
-    /// (cross-stream lifetime: Note [Storage usage marks] in `tensor/storage.rs`).
+    /// (cross-stream lifetime: Note [Storage usage marks] in `device/storage.rs`).
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>);
     /// Free deferred buffers whose events completed; with `wait`, wait for
     /// all. Returns whether any block was freed.

@@ -7,15 +7,15 @@
 //! with a kernel on the destination's device after.
 //!
 //! The request owns both storages, so neither is freed before the copy ran
-//! (Note [Storage usage marks] in `tensor/storage.rs`).
+//! (Note [Storage usage marks] in `device/storage.rs`).
 
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::Storage;
 use crate::error::{Error, Result};
 use crate::memory::PeerAccess;
-use crate::tensor::Storage;
 
 /// One side of a copy: a storage and a byte offset into it.
 pub(crate) struct CopyEnd {

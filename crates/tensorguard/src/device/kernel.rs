@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::Storage;
 use crate::dtype::{DType, Scalar};
 use crate::shape::{Dims, Layout};
-use crate::tensor::Storage;
 
 /// What a kernel computes. Kernels are data, so one description runs inline
 /// on the cpu or, later, on a device stream.

@@ -6,8 +6,8 @@ mod config;
 pub(crate) mod copy;
 pub(crate) mod cpu;
 mod emulated;
-pub(crate) mod exec;
 pub(crate) mod kernel;
+pub(crate) mod storage;
 mod stream;
 
 pub use backend::launch_blocking;
@@ -15,6 +15,7 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
+pub(crate) use storage::Storage;
 pub(crate) use stream::current_stream_id;
 pub use stream::{Event, Stream, StreamGuard};
 

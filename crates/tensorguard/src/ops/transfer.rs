@@ -18,11 +18,12 @@ use crate::autograd::{self, formulas};
 use crate::device::backend::backend;
 use crate::device::copy::{CopyEnd, CopyJob};
 use crate::device::current_stream_id;
+use crate::device::Storage;
 use crate::device_id::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{broadcast_shapes, Layout};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 use crate::transfer::{self, CopyOpts, Direction, HostCopy};
 
 impl Tensor {

@@ -3,7 +3,6 @@
 mod creation;
 mod display;
 mod format;
-pub(crate) mod storage;
 mod views;
 
 use std::panic::Location;
@@ -15,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::memory::HostSlice;
 use crate::shape::{norm_dim, Layout};
 
+pub(crate) use crate::device::Storage;
 pub use creation::{manual_seed, Generator};
-pub(crate) use storage::Storage;
 pub use views::SliceRange;
 
 /// An n-dimensional array on a device, with PyTorch's semantics.

@@ -10,10 +10,10 @@ use std::sync::LazyLock;
 use parking_lot::Mutex;
 
 use super::CopyCounts;
+use crate::device::storage::{CopyRecord, Storage};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
 use crate::memory::format_bytes;
-use crate::tensor::storage::{CopyRecord, Storage};
 
 /// What the detector does when a host tensor is copied unchanged to the
 /// same device for the [threshold](set_repeat_threshold)-th time.

@@ -3,6 +3,7 @@
 
 mod copy;
 mod elementwise;
+pub(crate) mod exec;
 mod index;
 mod iter;
 mod matmul;

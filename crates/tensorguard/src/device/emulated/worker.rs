@@ -11,11 +11,11 @@ use smallvec::SmallVec;
 
 use crate::device::backend::HostFn;
 use crate::device::copy::CopyJob;
-use crate::device::exec::execute_queued;
+use crate::device::cpu::exec::execute_queued;
 use crate::device::kernel::Task;
+use crate::device::storage::Poison;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
-use crate::tensor::storage::Poison;
 
 thread_local! {
     static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

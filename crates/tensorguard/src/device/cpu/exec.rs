@@ -5,9 +5,8 @@ use std::panic::Location;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
 
-use super::cpu;
-use super::kernel::{Arg, KIn, KOut, Kernel};
-use super::StreamId;
+use crate::device::kernel::{Arg, KIn, KOut, Kernel};
+use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
 use crate::shape::Layout;
@@ -31,7 +30,7 @@ fn internal(what: &str) -> Error {
 }
 
 /// Run `kernel` with the storages of `outs` write-locked and those of `ins`
-/// read-locked (see Note [Lock order] in `tensor/storage.rs`). Inputs whose
+/// read-locked (see Note [Lock order] in `device/storage.rs`). Inputs whose
 /// dtype differs from what the kernel reads, or that share storage with an
 /// output, are staged into temporaries under the same locks; outputs whose
 /// dtype differs from what the kernel produces are written through a
@@ -150,7 +149,7 @@ pub(crate) fn execute(
                 layout: &layout,
                 dtype: i.want,
             }];
-            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
+            super::run(&Kernel::Copy, &mut dst, &[src], false)?;
             staged.push((n, buf, layout));
         }
     }
@@ -243,7 +242,7 @@ pub(crate) fn execute(
     }
 
     // 5. run, then cast staged outputs into place
-    cpu::run(kernel, &mut kouts, &kins, self_first)?;
+    super::run(kernel, &mut kouts, &kins, self_first)?;
     drop(kins);
     drop(kouts);
     drop(tmps);
@@ -265,7 +264,7 @@ pub(crate) fn execute(
                 layout,
                 dtype: o.want,
             };
-            cpu::run(&Kernel::Copy, &mut dst, &[src], false)?;
+            super::run(&Kernel::Copy, &mut dst, &[src], false)?;
         }
     }
     Ok(())
@@ -357,5 +356,5 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         layout: out.layout,
         dtype: out.want,
     }];
-    Some(cpu::run(kernel, &mut kout, &kins, self_first))
+    Some(super::run(kernel, &mut kout, &kins, self_first))
 }

@@ -64,7 +64,7 @@ impl Poison {
 // other op (ten threads doing `add_` on one tensor lose no update) and two
 // ops never wait on each other in a cycle. On an asynchronous device the
 // stream worker takes the locks when the kernel runs, not the host at
-// enqueue time. `device::exec::execute` is the one place that takes them.
+// enqueue time. `device::cpu::exec::execute` is the one place that takes them.
 //
 // Note [Storage usage marks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
