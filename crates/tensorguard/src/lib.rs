@@ -55,9 +55,9 @@ pub mod warnings;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};
 pub use error::{Error, Result};
-pub use ops::Operand;
+pub use ops::{manual_seed, Generator, Operand};
 pub use shape::{DimList, Shape, ShapeSpec};
-pub use tensor::{manual_seed, Generator, SliceRange, Tensor};
+pub use tensor::{SliceRange, Tensor};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

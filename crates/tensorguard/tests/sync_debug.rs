@@ -148,8 +148,10 @@ fn every_synchronisation_is_counted_at_the_callers_line() -> Result<()> {
     let s = transfer::sync_stats_for(&dev).since(&before);
     assert_eq!(s.syncs, expected.len() as u64 + 1);
     drop((t, _nb, _d2d));
-    assert_no_live_memory(&dev);
+    // the copy to emu:3 runs on emu:3's stream and holds `t` until it ran:
+    // wait for that device first
     assert_no_live_memory(&Device::Emulated(3));
+    assert_no_live_memory(&dev);
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::Buffer;
+use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
 type DevMark = (Device, StreamId, u64);
@@ -109,26 +110,12 @@ pub(crate) struct Storage {
     /// What of this host storage was copied to which device at which
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
-    pub(crate) copies: Mutex<Vec<CopyRecord>>,
+    pub(crate) copies: CopyHistory,
     /// Set (once, for good) when a kernel writing this storage failed on a
     /// device: its memory then holds no valid values. Set on the stream
     /// worker before the kernel's position counts as completed, so a host
     /// read that waited for the write sees it.
     poison: OnceLock<Arc<Poison>>,
-}
-
-/// One entry of [`Storage::copies`].
-#[derive(Clone, Copy)]
-pub(crate) struct CopyRecord {
-    /// Where the copied elements start in the storage, and how many.
-    pub offset: usize,
-    pub numel: usize,
-    /// The destination.
-    pub device: Device,
-    /// The storage's version at the last copy.
-    pub version: u64,
-    /// Copies made at that version.
-    pub count: u64,
 }
 
 impl Storage {
@@ -159,7 +146,7 @@ impl Storage {
             uses: Mutex::new(Uses::default()),
             pinned,
             foreign: AtomicBool::new(false),
-            copies: Mutex::new(Vec::new()),
+            copies: CopyHistory::default(),
             poison: OnceLock::new(),
         }
     }

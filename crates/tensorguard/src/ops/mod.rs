@@ -5,9 +5,12 @@
 //! they pass to `launch`: a fresh tensor, or the tensor written in place.
 
 mod copy;
+mod creation;
+mod display;
 mod elementwise;
 mod index;
 mod matmul;
+mod read;
 mod reduce;
 mod transfer;
 
@@ -24,6 +27,7 @@ use crate::shape::{overlap, Overlap};
 use crate::tensor::Tensor;
 
 pub(crate) use crate::device::kernel::{BinaryOp, Kernel, ReduceOp, UnaryOp};
+pub use creation::{manual_seed, Generator};
 pub use elementwise::Operand;
 pub(crate) use transfer::{read_to_host, transfer_into};
 

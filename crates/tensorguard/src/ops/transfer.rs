@@ -348,7 +348,8 @@ fn move_bytes(
     if dir == Direction::HostToDevice && transfer::enabled() {
         transfer::check_repeat(HostCopy {
             op,
-            storage: src.storage(),
+            history: &src.storage().copies,
+            storage: src.storage().id(),
             version: src.version(),
             offset: src.storage_offset(),
             numel: src.numel(),

@@ -10,10 +10,9 @@ use std::sync::LazyLock;
 use parking_lot::Mutex;
 
 use super::CopyCounts;
-use crate::device::storage::{CopyRecord, Storage};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
-use crate::memory::format_bytes;
+use crate::units::format_bytes;
 
 /// What the detector does when a host tensor is copied unchanged to the
 /// same device for the [threshold](set_repeat_threshold)-th time.
@@ -75,10 +74,32 @@ struct State {
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
 
+/// One entry of a [`CopyHistory`].
+#[derive(Clone, Copy)]
+pub(crate) struct CopyRecord {
+    /// Where the copied elements start in the storage, and how many.
+    pub offset: usize,
+    pub numel: usize,
+    /// The destination.
+    pub device: Device,
+    /// The storage's version at the last copy.
+    pub version: u64,
+    /// Copies made at that version.
+    pub count: u64,
+}
+
+/// What was copied of one host storage, to which device, at which version
+/// (the repeated-copy detector's memory, kept by the storage and dropped
+/// with it).
+#[derive(Default)]
+pub(crate) struct CopyHistory(Mutex<Vec<CopyRecord>>);
+
 /// What the caller of [`check_repeat`] copies.
 pub(crate) struct HostCopy<'a> {
     pub op: &'static str,
-    pub storage: &'a Storage,
+    /// The source storage's copy history and id.
+    pub history: &'a CopyHistory,
+    pub storage: u64,
     pub version: u64,
     pub offset: usize,
     pub numel: usize,
@@ -97,7 +118,7 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     // The storage keeps what was copied of it (no global map on this path:
     // it runs for every host -> device copy).
     let count = {
-        let mut list = c.storage.copies.lock();
+        let mut list = c.history.0.lock();
         match list
             .iter_mut()
             .find(|e| e.offset == c.offset && e.numel == c.numel && e.device == c.device)
@@ -139,7 +160,7 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
         RepeatPolicy::Error => Err(Error::RepeatedCopy {
             op: c.op,
             device: c.device,
-            storage: c.storage.id(),
+            storage: c.storage,
             count,
             bytes: c.bytes as u64,
             wasted,

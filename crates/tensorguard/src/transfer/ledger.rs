@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use super::rows::{self, Recent, Table};
 use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
 use crate::device_id::Device;
-use crate::memory::format_bytes;
+use crate::units::format_bytes;
 
 /// A ledger row's key. The call site is compared by address (a `Location`
 /// is a static; hashing its file name on every copy would cost more than

@@ -49,7 +49,7 @@ use std::time::Duration;
 
 pub use crate::device_id::Direction;
 
-pub(crate) use detector::{check_repeat, HostCopy};
+pub(crate) use detector::{check_repeat, CopyHistory, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
 pub(crate) use ledger::account;
 pub use ledger::{report, report_top, reset, stats, stats_for};

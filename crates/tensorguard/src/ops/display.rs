@@ -3,10 +3,10 @@
 use std::fmt;
 use std::panic::Location;
 
-use super::format::{format_tensor, FmtValue, PrintOptions};
-use super::Tensor;
 use crate::dtype::{with_native, DType, Native};
 use crate::memory::HostSlice;
+use crate::tensor::format::{format_tensor, FmtValue, PrintOptions};
+use crate::tensor::Tensor;
 
 impl Tensor {
     fn repr(&self) -> String {
@@ -26,7 +26,7 @@ impl Tensor {
         // the host. Rust's formatting machinery does not pass the caller's
         // line on, so the sync and transfer ledgers count it here, as op
         // `Display`.
-        let host = match crate::ops::read_to_host(self, "Display", Location::caller()) {
+        let host = match super::read_to_host(self, "Display", Location::caller()) {
             Ok(h) => h,
             Err(e) => return format!("tensor(<unavailable: {e}>)"),
         };

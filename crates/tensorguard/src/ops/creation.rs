@@ -8,13 +8,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::Tensor;
+use super::{launch, Kernel, Out};
 use crate::device_id::Device;
 use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::memory::HostSlice;
-use crate::ops::{launch, Kernel, Out};
 use crate::shape::Shape;
+use crate::tensor::Tensor;
 
 /// A seedable random number generator for [`Tensor::rand_with`] and friends.
 /// The default generator behind [`Tensor::rand`] is seeded with
@@ -67,7 +67,7 @@ pub(crate) fn fill_from_host<T: Native>(
         let mut guard = host.storage().data.write();
         fill(guard.host_bytes_mut()?.typed_mut());
     }
-    crate::ops::transfer_into(t, &host, true, op, site)
+    super::transfer_into(t, &host, true, op, site)
 }
 
 fn float_dtype(op: &'static str, dtype: DType) -> Result<()> {
