@@ -31,7 +31,7 @@ pub(crate) type Mark = (StreamId, u64);
 
 /// One kernel launch as the backend sees it: the kernel, its operands
 /// (borrowed: a backend that queues the work takes `Arc`s of their
-/// storages, Note [Storage usage marks]), the op's name for errors and the
+/// storages, Note [In-flight operands]), the op's name for errors and the
 /// user's call site.
 pub(crate) struct Launch<'a> {
     pub kernel: &'a Kernel,
@@ -90,7 +90,7 @@ pub(crate) trait Backend: Send + Sync {
     /// Wait for every stream; returns the first fault found.
     fn synchronize(&self) -> Result<()>;
     /// Keep `buf` from reuse until every event in `deps` has completed
-    /// (cross-stream lifetime: Note [Storage usage marks] in `device/storage.rs`).
+    /// (Note [Cross-stream lifetime] in `device/storage.rs`).
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>);
     /// Free deferred buffers whose events completed; with `wait`, wait for
     /// all. Returns whether any block was freed.
@@ -113,7 +113,7 @@ impl Backend for Cpu {
     fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
         // host storages that an asynchronous transfer still uses: wait for it
         // (a pinned source being copied, a pinned result being filled);
-        // see Note [Storage usage marks]
+        // see Note [Pinned-source guard] and Note [Storage usage marks]
         for o in l.outs {
             o.storage.sync_for_host_write(l.op)?;
         }

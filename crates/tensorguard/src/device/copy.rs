@@ -7,7 +7,7 @@
 //! with a kernel on the destination's device after.
 //!
 //! The request owns both storages, so neither is freed before the copy ran
-//! (Note [Storage usage marks] in `device/storage.rs`).
+//! (Note [In-flight operands] in `device/storage.rs`).
 
 use std::panic::Location;
 use std::sync::Arc;

@@ -69,25 +69,45 @@ impl Poison {
 //
 // Note [Storage usage marks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// One mechanism serves every lifetime and host-ordering rule. The host
-// records, in the storage, which stream positions use it (`record_use`:
-// the last pending write, and the latest use per (device, stream)); a host
-// storage used by a device's queued work is flagged `foreign`. Then:
-// - a host read waits for the pending write (`sync_for_host_read`: reading
-//   a device tensor, or a pinned result still being filled);
-// - a host write waits for every pending use (`sync_for_host_write`: the
-//   pinned-source guard: `add_` on a pinned tensor whose copy is queued
-//   waits for the copy to read it first);
-// - cross-stream lifetime: a device storage dropped while another stream
-//   still uses it is handed to the device's deferred list with its marks,
-//   and its block is reused only once they completed (PyTorch's
-//   `record_stream`, done for the user);
-// - queued work owns `Arc`s of the storages it uses, so nothing it reads or
-//   writes is freed before it ran, and they are released on the worker
-//   before its position counts as completed (`synchronize` then
-//   `memory::allocated` is exact).
-// Ordering *data* between two streams stays the user's (`wait_stream`,
-// events), as in PyTorch.
+// One mechanism serves every lifetime and host-ordering rule below. When
+// work is queued, the host records in each storage it uses which stream
+// event uses it (`record_use`: the last pending write, and the latest use
+// per (device, stream)); a host storage used by a device's queued work is
+// flagged `foreign`, so host ops on other host storages pay one relaxed
+// load. A host read waits for the pending write (`sync_for_host_read`:
+// reading a device tensor, or a pinned result still being filled). The
+// rules built on the marks each have their note:
+// Note [Pinned-source guard], Note [In-flight operands],
+// Note [Cross-stream lifetime]. Ordering *data* between two streams stays
+// the user's (`wait_stream`, events), as in PyTorch.
+//
+// Note [Pinned-source guard]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An asynchronous copy from pinned host memory reads it later, on the
+// device's stream. A host write to that storage (`add_` on the pinned
+// source) first waits for every pending use (`sync_for_host_write`), so the
+// copy sees the values it was given, not later ones (on CUDA, a silent
+// corruption). Once that work completed, the marks are pruned and the
+// `foreign` flag cleared.
+//
+// Note [In-flight operands]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Queued work (a kernel `Task`, a `CopyJob`) owns `Arc`s of the storages
+// it reads and writes, so nothing it uses is freed before it ran, even
+// when the user dropped every tensor. A backend releases them before the
+// work's event counts as completed, so `synchronize` then
+// `memory::allocated` is exact. (A backend with hardware events, CUDA,
+// keeps the operands in a list with the event recorded after the work and
+// drops them once the event completed.)
+//
+// Note [Cross-stream lifetime]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A device block belongs to its allocation stream: work queued there runs
+// before any later use of the block on that stream (Note [Stream-ordered
+// reuse] in memory/caching). A storage dropped while work on *another*
+// stream of its device still uses it is handed to the backend's deferred
+// list with those events (`Backend::defer_free`), and its block is reused
+// only once they completed (PyTorch's `record_stream`, done for the user).
 
 /// Memory shared by a tensor and its views: a block from its device's
 /// allocator, the version counter, the usage marks and the poison slot.
@@ -276,7 +296,7 @@ impl Drop for Storage {
         let Ok(b) = backend(&self.device) else { return };
         // Work on the allocating stream runs before any later use of the
         // block on that stream; work on other streams must finish first.
-        // See Note [Stream-ordered reuse] (memory/caching/mod.rs)
+        // See Note [Cross-stream lifetime] and Note [Stream-ordered reuse] (memory/caching/mod.rs)
         let device = self.device;
         let pending: SmallVec<[Mark; 2]> = self
             .uses

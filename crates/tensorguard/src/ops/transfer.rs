@@ -396,7 +396,7 @@ fn move_bytes(
         }
     }
     if ddev.is_cpu() {
-        // a host destination a queued copy still reads: Note [Storage usage marks]
+        // a host destination a queued copy still reads: Note [Pinned-source guard]
         landing.storage().sync_for_host_write(op)?;
     }
     let esize = wire.size_in_bytes();

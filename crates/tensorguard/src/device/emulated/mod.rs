@@ -170,7 +170,7 @@ impl Backend for Emulated {
         first
     }
 
-    /// Cross-stream lifetime: see Note [Storage usage marks].
+    /// See Note [Cross-stream lifetime].
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>) {
         self.deferred.lock().push((buf, deps));
     }

@@ -201,6 +201,7 @@ impl Worker {
             };
             // operands are released before the position counts as completed,
             // so whoever waits for it sees every storage the work freed
+            // (Note [In-flight operands])
             drop(task);
             let mut st = self.state.lock();
             if let Some(f) = fault {
