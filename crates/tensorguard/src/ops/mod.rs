@@ -5,6 +5,7 @@
 //! they pass to `launch`: a fresh tensor, or the tensor written in place.
 
 mod copy;
+mod custom;
 mod elementwise;
 mod index;
 mod matmul;

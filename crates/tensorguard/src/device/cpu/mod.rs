@@ -2,12 +2,14 @@
 //! rayon's pool when large.
 
 mod copy;
+pub(crate) mod custom;
 mod elementwise;
 mod index;
 mod iter;
 mod matmul;
 mod reduce;
 
+pub(crate) use custom::Custom;
 pub(crate) use iter::gather_strided;
 
 use crate::device::kernel::{KIn, KOut, Kernel};
@@ -114,5 +116,6 @@ pub(crate) fn run(
             need(1, 0)?;
             index::cat(*dim, &mut outs[0], ins)
         }
+        Kernel::Custom(k) => custom::run(k, outs, ins),
     }
 }
