@@ -214,6 +214,22 @@ fn without_grad(dev: &Device) -> Result<()> {
     Ok(())
 }
 
+fn empty(dev: &Device) -> Result<()> {
+    let x = Tensor::zeros([0, 3], DType::F32, dev)?.requires_grad(true)?;
+    let b = Tensor::zeros([3], DType::F32, dev)?.requires_grad(true)?;
+    let y = bias_gelu(&x, &b)?;
+    assert_eq!(y.shape(), &[0, 3]);
+    y.sum()?.backward()?;
+    assert_eq!(b.grad().unwrap().to_vec::<f32>()?, vec![0.0; 3]);
+    assert_eq!(x.grad().unwrap().shape(), &[0, 3]);
+    Ok(())
+}
+
+#[test]
+fn an_empty_input_gives_an_empty_output_and_zero_bias_gradient() -> Result<()> {
+    on_devices(empty)
+}
+
 #[test]
 fn no_grad_runs_the_forward_and_records_nothing() -> Result<()> {
     on_devices(without_grad)
