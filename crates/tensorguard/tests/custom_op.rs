@@ -430,6 +430,19 @@ fn a_failing_kernel_on_an_emulated_device_is_a_fault_at_the_next_sync() {
                 // the output was never written: it is poisoned for good
                 let p = y.to_vec::<f32>().unwrap_err();
                 assert!(matches!(p, Error::Poisoned { op: "broken", .. }), "{p}");
+                // a custom op reading it is refused as a built-in op would be
+                let p = Mul2.apply(&[&y, &y]).unwrap_err();
+                assert!(
+                    matches!(
+                        p,
+                        Error::Poisoned {
+                            used_by: "mul2",
+                            op: "broken",
+                            ..
+                        }
+                    ),
+                    "{p}"
+                );
                 err
             }
         };
