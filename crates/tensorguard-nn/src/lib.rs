@@ -2,7 +2,10 @@
 //! optimizers, mixed precision and a pinned-memory data loader.
 //!
 //! They arrive with the training issue; this crate already exists so the
-//! workspace has its final shape, and re-exports the core crate.
+//! workspace has its final shape, and re-exports the core crate. Its fused
+//! ops ([`ops`]) are built on the core's public custom-op API
+//! ([`tensorguard::autograd::Function`]) alone, without `unsafe` and
+//! without editing the core.
 //!
 //! ```
 //! use tensorguard_nn::tensorguard::{Device, DType, Tensor};
@@ -12,3 +15,5 @@
 #![forbid(unsafe_code)]
 
 pub use tensorguard;
+
+pub mod ops;

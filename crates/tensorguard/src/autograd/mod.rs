@@ -30,6 +30,7 @@
 
 mod engine;
 pub(crate) mod formulas;
+pub(crate) mod function;
 mod gradcheck;
 mod mode;
 
@@ -43,6 +44,9 @@ use smallvec::SmallVec;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorImpl};
 
+pub use function::{
+    DeviceLaunch, Function, FunctionCtx, HostElement, HostTensor, HostTensorMut, OutputSpec,
+};
 pub use gradcheck::{gradcheck, GradcheckOptions};
 pub use mode::{
     detect_anomaly, enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled,

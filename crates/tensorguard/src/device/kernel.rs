@@ -60,6 +60,8 @@ pub(crate) enum Kernel {
     /// index); with `scatter`, out[.., index[p], ..] += in1[p] for every
     /// position p of the index (PyTorch's scatter_add_).
     IndexAdd { dim: usize, scatter: bool },
+    /// A custom op (`autograd::Function`): out = the op's kernel(ins).
+    Custom(crate::device::cpu::Custom),
 }
 
 impl Kernel {
@@ -84,6 +86,7 @@ impl Kernel {
             Kernel::Cat { .. } => "cat",
             Kernel::IndexAdd { scatter: false, .. } => "index_add_",
             Kernel::IndexAdd { scatter: true, .. } => "scatter_add_",
+            Kernel::Custom(k) => k.0.name(),
         }
     }
 

@@ -6,6 +6,7 @@
 
 mod copy;
 mod creation;
+mod custom;
 mod display;
 mod elementwise;
 mod index;

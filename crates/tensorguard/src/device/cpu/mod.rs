@@ -2,6 +2,7 @@
 //! rayon's pool when large.
 
 mod copy;
+pub(crate) mod custom;
 mod elementwise;
 pub(crate) mod exec;
 mod index;
@@ -9,6 +10,7 @@ mod iter;
 mod matmul;
 mod reduce;
 
+pub(crate) use custom::Custom;
 pub(crate) use iter::gather_strided;
 
 use crate::device::kernel::{KIn, KOut, Kernel};
@@ -115,5 +117,6 @@ pub(crate) fn run(
             need(1, 0)?;
             index::cat(*dim, &mut outs[0], ins)
         }
+        Kernel::Custom(k) => custom::run(k, outs, ins),
     }
 }
