@@ -241,6 +241,41 @@ pub(super) fn queued_copy_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// A queued copy between two devices keeps both ends alive after the user
+/// dropped them: the peer's memory too.
+pub(super) fn queued_peer_copy_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
+    let (d, p) = (ctx.dev, ctx.peer);
+    let base = allocated(&d.device);
+    let (s, ps) = (d.b.new_stream()?, p.b.new_stream()?);
+    let src = upload(p, ps, &[9; 300])?;
+    let dst = upload(d, s, &[0; 300])?;
+    // the device side runs it (the destination's between two devices)
+    let (side, ss) = if d.device.is_cpu() { (p, ps) } else { (d, s) };
+    let (gate, _) = Gate::close(side.b, ss)?;
+    let r = copy(side.b, ss, (&dst, 0), (&src, 0), 300)?;
+    let (ws, wd) = (Arc::downgrade(&src), Arc::downgrade(&dst));
+    drop((src, dst));
+    if let Some(seq) = r {
+        assert!(!side.b.event_query(ss, seq));
+        assert!(
+            ws.strong_count() > 0 && wd.strong_count() > 0,
+            "a queued peer copy must own both ends"
+        );
+    }
+    drop(gate);
+    side.b.synchronize()?;
+    d.b.synchronize()?;
+    assert_eq!(
+        (ws.strong_count(), wd.strong_count()),
+        (0, 0),
+        "peer copy operands outlived synchronize"
+    );
+    if ctx.exclusive {
+        assert_eq!(allocated(&d.device), base);
+    }
+    Ok(())
+}
+
 /// A stream that waits for another stream's event sees what the other
 /// stream wrote before it (a slow producer, a consumer queued at once).
 pub(super) fn stream_wait_event_orders_two_streams(ctx: &Ctx) -> Result<()> {
@@ -354,6 +389,18 @@ pub(super) fn kernel_fault_surfaces_once_and_poisons(ctx: &Ctx) -> Result<()> {
                 "reading poisoned memory is not a second fault"
             );
             assert!(h.poisoned().is_some(), "a copy of poisoned memory is valid");
+            // a kernel reading it poisons its own output, without a second fault
+            let next = Operand::f32(alloc(&ctx.dev.device, 4)?, 1);
+            let r = launch(b, s, &scalar(BinaryOp::Add, 1.0), &[&next], &[&out])?;
+            assert!(
+                wait(b, s, r).is_ok(),
+                "reading poisoned memory is not a second fault"
+            );
+            assert!(
+                next.storage.poisoned().is_some(),
+                "a kernel's result from poisoned input is valid"
+            );
+            b.synchronize()?;
         }
     }
     Ok(())

@@ -159,6 +159,7 @@ conformance_cases!(
     copies_between_devices,
     queued_kernel_keeps_operands_alive,
     queued_copy_keeps_operands_alive,
+    queued_peer_copy_keeps_operands_alive,
     stream_wait_event_orders_two_streams,
     stream_wait_event_orders_two_devices,
     kernel_fault_surfaces_once_and_poisons,
