@@ -1,15 +1,23 @@
 //! Memory of the autograd graph: saved tensors live exactly as long as
-//! backward may need them. One test only: `memory::allocated` is
-//! process-wide, so nothing else may allocate on the cpu concurrently.
+//! backward may need them. Written once and run on every device
+//! (`test_device!`); the cases run one at a time: the cpu's
+//! `memory::allocated` is process-wide and a device case allocates host
+//! memory too, so nothing else may allocate while one measures.
 
-use tensorguard::{memory, DType, Device, Result, Tensor};
+mod common;
 
-const CPU: Device = Device::Cpu;
+use std::sync::Mutex;
+
+use tensorguard::{device, memory, DType, Device, Result, Tensor};
+
 const N: usize = 1 << 16; // 256 KiB per f32 tensor
 const BYTES: usize = N * 4;
 
-fn live() -> usize {
-    memory::allocated(&CPU)
+/// The bytes live on `dev` once its queued work ran (a device frees what
+/// its kernels used when they ran).
+fn live(dev: &Device) -> usize {
+    device::synchronize(dev).expect("synchronize");
+    memory::allocated(dev)
 }
 
 /// A forward pass whose intermediates are dropped at once: only the graph
@@ -22,10 +30,19 @@ fn forward(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     h4.mean()
 }
 
-#[test]
-fn saved_tensors_are_freed_by_backward_and_with_the_graph() -> Result<()> {
-    let x = Tensor::rand([N], DType::F32, &CPU)?.requires_grad(true)?;
-    let w = Tensor::rand([N], DType::F32, &CPU)?;
+common::test_device!(
+    saved_tensors_are_freed_by_backward_and_with_the_graph,
+    saved_tensors_are_freed_by_backward_and_with_the_graph_cpu,
+    saved_tensors_are_freed_by_backward_and_with_the_graph_emu,
+    saved_tensors_are_freed_by_backward_and_with_the_graph_cuda
+);
+
+fn saved_tensors_are_freed_by_backward_and_with_the_graph(dev: &Device) -> Result<()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let live = || live(dev);
+    let x = Tensor::rand([N], DType::F32, dev)?.requires_grad(true)?;
+    let w = Tensor::rand([N], DType::F32, dev)?;
     let base = live();
 
     // 1. a graph dropped without backward frees everything
@@ -69,7 +86,7 @@ fn saved_tensors_are_freed_by_backward_and_with_the_graph() -> Result<()> {
     // 3. retain_graph keeps them until the last backward
     let loss = forward(&x, &w)?;
     let held = live();
-    let one = Tensor::ones([], DType::F32, &CPU)?;
+    let one = Tensor::ones([], DType::F32, dev)?;
     let held_with_one = live();
     loss.backward_with(&one, true)?;
     assert!(

@@ -1,37 +1,53 @@
-//! Leak check of the cpu caching allocator.
+//! Leak check of the caching allocator, written once and run on every
+//! device (`test_device!`).
 //!
-//! This file holds ONE test function on purpose: the cpu allocator is global
-//! to the process, so no other test may allocate while it measures.
+//! The cpu allocator is global to the process and every device case
+//! allocates host memory too (uploads, read-backs), so the cases of this
+//! file run one at a time: no other test allocates while one measures.
 
+mod common;
+
+use std::sync::Mutex;
 use std::thread;
 
-use tensorguard::{memory, DType, Device, Error, Generator, Result, Tensor};
+use tensorguard::{device, memory, DType, Device, Error, Generator, Result, Tensor};
 
-const DEV: Device = Device::Cpu;
+/// The error of an op whose kernel fails: the op's own on the cpu; on a
+/// device, where the kernel runs later, the next synchronisation's.
+fn kernel_error<T>(dev: &Device, r: Result<T>) -> Error {
+    match r {
+        Err(e) => e,
+        Ok(t) => {
+            let e = device::synchronize(dev).expect_err("the kernel should have failed");
+            drop(t);
+            e
+        }
+    }
+}
 
 /// A broad workload; every tensor it makes is dropped when it returns.
-fn workload() -> Result<()> {
+fn workload(dev: &Device) -> Result<()> {
     // creation
-    let z = Tensor::zeros([64, 64], DType::F32, &DEV)?;
-    let o = Tensor::ones([64], DType::F64, &DEV)?;
-    let f = Tensor::full([3, 3], 2.5, DType::F16, &DEV)?;
-    let e = Tensor::empty([10], DType::I32, &DEV)?;
-    let v = Tensor::from_vec((0..12).map(|i| i as f32).collect(), [3, 4], &DEV)?;
-    let ar = Tensor::arange(0, 100, &DEV)?;
-    let ls = Tensor::linspace(0.0, 1.0, 11, &DEV)?;
-    let eye = Tensor::eye(4, 4, DType::BF16, &DEV)?;
+    let z = Tensor::zeros([64, 64], DType::F32, dev)?;
+    let o = Tensor::ones([64], DType::F64, dev)?;
+    let f = Tensor::full([3, 3], 2.5, DType::F16, dev)?;
+    let e = Tensor::empty([10], DType::I32, dev)?;
+    let v = Tensor::from_vec((0..12).map(|i| i as f32).collect(), [3, 4], dev)?;
+    let ar = Tensor::arange(0, 100, dev)?;
+    let ls = Tensor::linspace(0.0, 1.0, 11, dev)?;
+    let eye = Tensor::eye(4, 4, DType::BF16, dev)?;
     let g = Generator::new(1);
-    let r = Tensor::rand_with([8, 8], DType::F32, &DEV, &g)?;
-    let rn = Tensor::randn([8, 8], DType::F64, &DEV)?;
-    let ri = Tensor::randint(0, 10, [20], &DEV)?;
-    let sc = Tensor::scalar(3.0f32, &DEV)?;
-    let big = Tensor::zeros([3 << 18], DType::F32, &DEV)?; // 3 MiB: large pool
-    let empty = Tensor::zeros([0], DType::F32, &DEV)?;
+    let r = Tensor::rand_with([8, 8], DType::F32, dev, &g)?;
+    let rn = Tensor::randn([8, 8], DType::F64, dev)?;
+    let ri = Tensor::randint(0, 10, [20], dev)?;
+    let sc = Tensor::scalar(3.0f32, dev)?;
+    let big = Tensor::zeros([3 << 18], DType::F32, dev)?; // 3 MiB: large pool
+    let empty = Tensor::zeros([0], DType::F32, dev)?;
     let likes = [z.zeros_like()?, z.ones_like()?, z.empty_like()?];
     assert_eq!(likes.len(), 3);
 
     // elementwise with broadcasting and promotion
-    let a = v.add(&Tensor::arange(0.0, 4.0, &DEV)?)?;
+    let a = v.add(&Tensor::arange(0.0, 4.0, dev)?)?;
     let b = v.mul(2)?.sub(&sc)?.div(&ar.narrow(0, 1, 4)?)?;
     let c = ar.add(1.5)?; // i64 + float -> f32
     let d = ar.div(&ar.add(1)?)?; // int / int -> f32
@@ -86,8 +102,8 @@ fn workload() -> Result<()> {
     let m = v.matmul(&v.t()?)?;
     assert_eq!(m.shape(), &[3, 3]);
     let _ = r.mm(&r.t()?)?;
-    let _ = v.matmul(&Tensor::ones([4], DType::F32, &DEV)?)?;
-    let batch = Tensor::rand_with([2, 3, 4], DType::F32, &DEV, &g)?;
+    let _ = v.matmul(&Tensor::ones([4], DType::F32, dev)?)?;
+    let batch = Tensor::rand_with([2, 3, 4], DType::F32, dev, &g)?;
     let _ = batch.matmul(&v.t()?)?;
 
     // views
@@ -110,7 +126,7 @@ fn workload() -> Result<()> {
 
     // joining, splitting, indexing
     let cat = Tensor::cat(
-        &[&v, &v.mul(2.0)?, &Tensor::zeros([1, 4], DType::F64, &DEV)?],
+        &[&v, &v.mul(2.0)?, &Tensor::zeros([1, 4], DType::F64, dev)?],
         0,
     )?;
     assert_eq!(cat.shape(), &[7, 4]);
@@ -119,9 +135,9 @@ fn workload() -> Result<()> {
     let ch = cat.chunk(3, 0)?;
     let sp = cat.split(2, 1)?;
     assert_eq!((ch.len(), sp.len()), (3, 2));
-    let idx = Tensor::from_vec(vec![2i64, 0], [2], &DEV)?;
+    let idx = Tensor::from_vec(vec![2i64, 0], [2], dev)?;
     let _ = v.index_select(1, &idx)?;
-    let _ = v.gather(1, &Tensor::zeros([3, 2], DType::I64, &DEV)?)?;
+    let _ = v.gather(1, &Tensor::zeros([3, 2], DType::I64, dev)?)?;
     let _ = v.masked_fill(&cmp, -1.0)?;
 
     // in-place ops, including ones that stage casts or aliased inputs
@@ -133,59 +149,62 @@ fn workload() -> Result<()> {
     x.clamp_(0.0, 50.0)?;
     x.exp_()?;
     x.eq_(0.0)?; // bool result written into f32: cast temporary
-    x.copy_(&Tensor::arange(0, 4, &DEV)?)?;
+    x.copy_(&Tensor::arange(0, 4, dev)?)?;
     x.masked_fill_(&cmp, 0.0)?;
     x.fill_(1.0)?;
     x.zero_()?;
-    let hf = Tensor::ones([4], DType::F16, &DEV)?;
-    hf.add_(&Tensor::ones([4], DType::F32, &DEV)?)?;
+    let hf = Tensor::ones([4], DType::F16, dev)?;
+    hf.add_(&Tensor::ones([4], DType::F32, dev)?)?;
     let _ = x.to_dtype(DType::F64)?;
     let _ = x.to_dtype(DType::F32)?; // alias
-    assert_eq!(
-        format!("{}", Tensor::arange(0, 3, &DEV)?),
-        "tensor([0, 1, 2])"
-    );
+    let shown = if dev.is_cpu() {
+        "tensor([0, 1, 2])".to_string()
+    } else {
+        format!("tensor([0, 1, 2], device='{dev}')")
+    };
+    assert_eq!(format!("{}", Tensor::arange(0, 3, dev)?), shown);
     let _ = format!("{x:?}{hf}{eye}{ls}{rn}{ri}{e}{empty}{big:?}");
 
     // errors that return early, before or after allocating
-    let sq = Tensor::arange(0.0, 4.0, &DEV)?.view([2, 2])?;
+    let sq = Tensor::arange(0.0, 4.0, dev)?.view([2, 2])?;
     let errs: Vec<Error> = vec![
-        v.add(&Tensor::zeros([5], DType::F32, &DEV)?).unwrap_err(),
+        v.add(&Tensor::zeros([5], DType::F32, dev)?).unwrap_err(),
         v.matmul(&v).unwrap_err(),
         v.matmul(&ar).unwrap_err(),
         Tensor::cat(&[&v, &ar], 0).unwrap_err(),
         v.select(0, 9).unwrap_err(),
-        v.index_select(0, &Tensor::from_vec(vec![7i64], [1], &DEV)?)
-            .unwrap_err(),
-        v.gather(0, &Tensor::full([1, 1], 9, DType::I64, &DEV)?)
-            .unwrap_err(),
+        kernel_error(
+            dev,
+            v.index_select(0, &Tensor::from_vec(vec![7i64], [1], dev)?),
+        ),
+        kernel_error(dev, v.gather(0, &Tensor::full([1, 1], 9, DType::I64, dev)?)),
         v.transpose(0, 5).unwrap_err(),
-        Tensor::from_vec(vec![1.0f32; 5], [2, 3], &DEV).unwrap_err(),
+        Tensor::from_vec(vec![1.0f32; 5], [2, 3], dev).unwrap_err(),
         v.item::<f32>().unwrap_err(),
         v.to_vec::<i64>().unwrap_err(),
         ar.mean().unwrap_err(),
         ar.softmax(0).unwrap_err(),
         Tensor::where_cond(&v, &v, &v).unwrap_err(),
-        v.index_select(0, &Tensor::zeros([1], DType::I32, &DEV)?)
+        v.index_select(0, &Tensor::zeros([1], DType::I32, dev)?)
             .unwrap_err(),
         v.narrow(0, 2, 5).unwrap_err(),
         v.slice_step(0, .., 0).unwrap_err(),
         cmp.sub(&cmp).unwrap_err(),
-        Tensor::randint(3, 3, [2], &DEV).unwrap_err(),
-        Tensor::arange_step(0, 3, 0, &DEV).unwrap_err(),
+        Tensor::randint(3, 3, [2], dev).unwrap_err(),
+        Tensor::arange_step(0, 3, 0, dev).unwrap_err(),
         Tensor::zeros([4], DType::F32, &Device::Cuda(0)).unwrap_err(),
         Tensor::zeros([4], DType::F32, &Device::Emulated(99)).unwrap_err(),
         v.t()?.view([12]).unwrap_err(),
         sc.expand([3])?.add_(1.0).unwrap_err(),
         ar.add_(0.5).unwrap_err(),
         sq.add_(&sq.t()?).unwrap_err(), // partial overlap
-        Tensor::arange(1, 4, &DEV)?.pow_(-1).unwrap_err(), // kernel error after staging
+        kernel_error(dev, Tensor::arange(1, 4, dev)?.pow_(-1)), // kernel error after staging
         v.add_(&cat).unwrap_err(),
     ];
     assert_eq!(errs.len(), 28);
 
     // threads writing one tensor
-    let shared = Tensor::zeros([256], DType::F32, &DEV)?;
+    let shared = Tensor::zeros([256], DType::F32, dev)?;
     thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
@@ -203,28 +222,38 @@ fn workload() -> Result<()> {
 
     // a view outliving its base
     let survivor = {
-        let base = Tensor::ones([1000], DType::F64, &DEV)?;
+        let base = Tensor::ones([1000], DType::F64, dev)?;
         base.narrow(0, 10, 5)?
     };
     assert_eq!(survivor.to_vec::<f64>()?, vec![1.0; 5]);
     Ok(())
 }
 
-#[test]
-fn no_leaks_and_exact_stats() -> Result<()> {
-    let start = memory::allocated(&DEV);
-    let start_stats = memory::stats(&DEV);
+common::test_device!(
+    no_leaks_and_exact_stats,
+    no_leaks_and_exact_stats_cpu,
+    no_leaks_and_exact_stats_emu,
+    no_leaks_and_exact_stats_cuda
+);
 
-    workload()?;
+fn no_leaks_and_exact_stats(dev: &Device) -> Result<()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let start = memory::allocated(dev);
+    let start_stats = memory::stats(dev);
+
+    workload(dev)?;
     // run it twice: the second run is served from the cache
-    workload()?;
+    workload(dev)?;
+    // a device frees what its queued work used once that work ran
+    device::synchronize(dev)?;
 
     assert_eq!(
-        memory::allocated(&DEV),
+        memory::allocated(dev),
         start,
         "bytes leaked by the workload"
     );
-    let after = memory::stats(&DEV);
+    let after = memory::stats(dev);
     assert_eq!(
         after.allocation.all.current,
         start_stats.allocation.all.current
@@ -239,25 +268,25 @@ fn no_leaks_and_exact_stats() -> Result<()> {
         after.allocation.all.freed - start_stats.allocation.all.freed,
         "every block handed out was given back"
     );
-    assert!(memory::max_allocated(&DEV) >= start + 3 * 1024 * 1024);
+    assert!(memory::max_allocated(dev) >= start + 3 * 1024 * 1024);
     assert_eq!(after.num_ooms, 0);
 
     // the cache kept what the workload freed; empty_cache returns all of it
-    assert!(memory::reserved(&DEV) > 0);
-    memory::empty_cache(&DEV);
-    assert_eq!(memory::reserved(&DEV), 0);
-    assert_eq!(memory::allocated(&DEV), 0);
-    let s = memory::stats(&DEV);
+    assert!(memory::reserved(dev) > 0);
+    memory::empty_cache(dev);
+    assert_eq!(memory::reserved(dev), 0);
+    assert_eq!(memory::allocated(dev), 0);
+    let s = memory::stats(dev);
     assert_eq!(s.segment.all.current, 0);
     assert_eq!(s.reserved_bytes.all.current, 0);
     assert_eq!(s.inactive_split.all.current, 0);
     assert_eq!(s.inactive_split_bytes.all.current, 0);
 
     // exact statistics for a known sequence
-    memory::reset_peak(&DEV);
-    let before = memory::stats(&DEV);
-    let t = Tensor::zeros([250], DType::F32, &DEV)?; // 1000 bytes -> one 1024-byte block
-    let s = memory::stats(&DEV);
+    memory::reset_peak(dev);
+    let before = memory::stats(dev);
+    let t = Tensor::zeros([250], DType::F32, dev)?; // 1000 bytes -> one 1024-byte block
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.all.current, 1024);
     assert_eq!(s.allocated_bytes.small_pool.current, 1024);
     assert_eq!(s.allocated_bytes.large_pool.current, 0);
@@ -274,16 +303,16 @@ fn no_leaks_and_exact_stats() -> Result<()> {
     assert_eq!(s.reserved_bytes.all.current, 2 << 20);
     assert_eq!(s.inactive_split.all.current, 1);
     assert_eq!(s.inactive_split_bytes.all.current, (2 << 20) - 1024);
-    assert_eq!(memory::allocated(&DEV), 1024);
-    assert_eq!(memory::reserved(&DEV), 2 << 20);
+    assert_eq!(memory::allocated(dev), 1024);
+    assert_eq!(memory::reserved(dev), 2 << 20);
     let map = s.to_map();
     assert_eq!(map["allocated_bytes.all.current"], 1024);
     assert_eq!(map["allocation.all.current"], 1);
     assert_eq!(map["segment.small_pool.current"], 1);
 
     // a second small tensor comes from the same segment
-    let t2 = Tensor::zeros([100], DType::I64, &DEV)?; // 800 bytes -> 1024
-    let s = memory::stats(&DEV);
+    let t2 = Tensor::zeros([100], DType::I64, dev)?; // 800 bytes -> 1024
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.all.current, 2048);
     assert_eq!(s.requested_bytes.all.current, 1800);
     assert_eq!(s.allocation.all.current, 2);
@@ -291,8 +320,8 @@ fn no_leaks_and_exact_stats() -> Result<()> {
     assert_eq!(s.reserved_bytes.all.current, 2 << 20);
 
     // a 3 MiB tensor goes to the large pool, in a 20 MiB segment
-    let big = Tensor::zeros([3 << 18], DType::F32, &DEV)?;
-    let s = memory::stats(&DEV);
+    let big = Tensor::zeros([3 << 18], DType::F32, dev)?;
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.large_pool.current, 3 << 20);
     assert_eq!(s.allocated_bytes.all.current, 2048 + (3 << 20));
     assert_eq!(s.segment.large_pool.current, 1);
@@ -301,13 +330,14 @@ fn no_leaks_and_exact_stats() -> Result<()> {
     assert_eq!(s.allocation.all.current, 3);
 
     // a zero-element tensor allocates nothing
-    let nothing = Tensor::zeros([0, 5], DType::F32, &DEV)?;
-    assert_eq!(memory::stats(&DEV).allocation.all.current, 3);
+    let nothing = Tensor::zeros([0, 5], DType::F32, dev)?;
+    assert_eq!(memory::stats(dev).allocation.all.current, 3);
 
     drop(big);
     drop(t2);
     drop(nothing);
-    let s = memory::stats(&DEV);
+    device::synchronize(dev)?;
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.all.current, 1024);
     assert_eq!(s.allocation.all.current, 1);
     assert_eq!(
@@ -316,9 +346,10 @@ fn no_leaks_and_exact_stats() -> Result<()> {
         "freed blocks stay cached"
     );
     assert_eq!(s.allocated_bytes.all.peak, 2048 + (3 << 20));
-    assert_eq!(memory::max_allocated(&DEV), 2048 + (3 << 20));
+    assert_eq!(memory::max_allocated(dev), 2048 + (3 << 20));
     drop(t);
-    let s = memory::stats(&DEV);
+    device::synchronize(dev)?;
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.all.current, 0);
     assert_eq!(s.requested_bytes.all.current, 0);
     assert_eq!(s.allocation.all.current, 0);
@@ -330,16 +361,17 @@ fn no_leaks_and_exact_stats() -> Result<()> {
     assert_eq!(s.inactive_split.all.current, 0, "free blocks coalesced");
 
     // freed blocks are reused: the same 1000-byte request adds no segment
-    let again = Tensor::zeros([250], DType::F32, &DEV)?;
-    let s = memory::stats(&DEV);
+    let again = Tensor::zeros([250], DType::F32, dev)?;
+    let s = memory::stats(dev);
     assert_eq!(s.allocated_bytes.all.current, 1024);
     assert_eq!(s.segment.all.current, 2);
     drop(again);
+    device::synchronize(dev)?;
 
-    memory::empty_cache(&DEV);
-    assert_eq!(memory::reserved(&DEV), 0);
-    assert_eq!(memory::allocated(&DEV), 0);
-    let s = memory::stats(&DEV);
+    memory::empty_cache(dev);
+    assert_eq!(memory::reserved(dev), 0);
+    assert_eq!(memory::allocated(dev), 0);
+    let s = memory::stats(dev);
     assert_eq!(s.segment.all.current, 0);
     assert_eq!(s.num_alloc_retries, 0);
     assert_eq!(s.num_ooms, 0);

@@ -1,15 +1,17 @@
 //! Threads: `Tensor` is `Send + Sync`, every in-place op is atomic (no lost
 //! updates), ops that lock two storages in opposite orders never deadlock,
 //! and a mixed stress test through views and aliases ends at an exactly
-//! computable state.
+//! computable state. Each test is written once and run on every device
+//! (`test_device!`): on an asynchronous device the ops of all threads queue
+//! on one stream and the same exact results must come out.
+
+mod common;
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use tensorguard::{DType, Device, Result, Tensor};
-
-const DEV: Device = Device::Cpu;
 
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
@@ -33,9 +35,16 @@ fn with_deadline<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 's
     }
 }
 
-#[test]
-fn article_race_with_alias_no_lost_updates() -> Result<()> {
-    let shared = Tensor::ones([1000], DType::F32, &DEV)?;
+common::test_device!(
+    article_race_with_alias_no_lost_updates,
+    article_race_with_alias_no_lost_updates_cpu,
+    article_race_with_alias_no_lost_updates_emu,
+    article_race_with_alias_no_lost_updates_cuda
+);
+
+fn article_race_with_alias_no_lost_updates(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let shared = Tensor::ones([1000], DType::F32, &dev)?;
     let handles: Vec<_> = (0..10)
         .map(|_| {
             let mine = shared.alias();
@@ -55,9 +64,16 @@ fn article_race_with_alias_no_lost_updates() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn article_race_with_scope_no_lost_updates() -> Result<()> {
-    let shared = Tensor::ones([1000], DType::F32, &DEV)?;
+common::test_device!(
+    article_race_with_scope_no_lost_updates,
+    article_race_with_scope_no_lost_updates_cpu,
+    article_race_with_scope_no_lost_updates_emu,
+    article_race_with_scope_no_lost_updates_cuda
+);
+
+fn article_race_with_scope_no_lost_updates(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let shared = Tensor::ones([1000], DType::F32, &dev)?;
     thread::scope(|s| -> Result<()> {
         let hs: Vec<_> = (0..10)
             .map(|_| {
@@ -79,10 +95,17 @@ fn article_race_with_scope_no_lost_updates() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn race_on_int_tensor_with_tensor_operand() -> Result<()> {
-    let shared = Tensor::zeros([257], DType::I64, &DEV)?;
-    let one = Tensor::ones([257], DType::I64, &DEV)?;
+common::test_device!(
+    race_on_int_tensor_with_tensor_operand,
+    race_on_int_tensor_with_tensor_operand_cpu,
+    race_on_int_tensor_with_tensor_operand_emu,
+    race_on_int_tensor_with_tensor_operand_cuda
+);
+
+fn race_on_int_tensor_with_tensor_operand(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let shared = Tensor::zeros([257], DType::I64, &dev)?;
+    let one = Tensor::ones([257], DType::I64, &dev)?;
     thread::scope(|s| {
         for _ in 0..8 {
             s.spawn(|| {
@@ -98,15 +121,22 @@ fn race_on_int_tensor_with_tensor_operand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn opposite_lock_orders_never_deadlock() -> Result<()> {
+common::test_device!(
+    opposite_lock_orders_never_deadlock,
+    opposite_lock_orders_never_deadlock_cpu,
+    opposite_lock_orders_never_deadlock_emu,
+    opposite_lock_orders_never_deadlock_cuda
+);
+
+fn opposite_lock_orders_never_deadlock(dev: &Device) -> Result<()> {
+    let dev = *dev;
     // a <- clamp(a + b, 0, 1) and b <- clamp(b + a, 0, 1) from two threads,
     // starting at a = 0, b = 1. Whatever the interleaving, the values only
     // grow and are clamped, and a's first add makes it >= 1, so both end at
     // exactly 1 in every element.
-    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
-        let a = Tensor::zeros([64, 64], DType::F32, &DEV)?;
-        let b = Tensor::ones([64, 64], DType::F32, &DEV)?;
+    let (a, b) = with_deadline(120, move || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::zeros([64, 64], DType::F32, &dev)?;
+        let b = Tensor::ones([64, 64], DType::F32, &dev)?;
         let (a1, b1) = (a.alias(), b.alias());
         let (a2, b2) = (a.alias(), b.alias());
         let t1 = thread::spawn(move || -> Result<()> {
@@ -134,12 +164,19 @@ fn opposite_lock_orders_never_deadlock() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn opposite_lock_orders_plain_add_never_deadlock() -> Result<()> {
+common::test_device!(
+    opposite_lock_orders_plain_add_never_deadlock,
+    opposite_lock_orders_plain_add_never_deadlock_cpu,
+    opposite_lock_orders_plain_add_never_deadlock_emu,
+    opposite_lock_orders_plain_add_never_deadlock_cuda
+);
+
+fn opposite_lock_orders_plain_add_never_deadlock(dev: &Device) -> Result<()> {
+    let dev = *dev;
     // The literal `a.add_(&b)` / `b.add_(&a)` pair; zeros stay exactly zero.
-    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
-        let a = Tensor::zeros([128], DType::F64, &DEV)?;
-        let b = Tensor::zeros([128], DType::F64, &DEV)?;
+    let (a, b) = with_deadline(120, move || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::zeros([128], DType::F64, &dev)?;
+        let b = Tensor::zeros([128], DType::F64, &dev)?;
         thread::scope(|s| {
             s.spawn(|| {
                 for _ in 0..1000 {
@@ -161,11 +198,18 @@ fn opposite_lock_orders_plain_add_never_deadlock() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn copy_between_tensors_in_both_directions_never_deadlocks() -> Result<()> {
-    let (a, b) = with_deadline(120, || -> Result<(Tensor, Tensor)> {
-        let a = Tensor::full([100], 3.0, DType::F32, &DEV)?;
-        let b = Tensor::full([100], 3.0, DType::F32, &DEV)?;
+common::test_device!(
+    copy_between_tensors_in_both_directions_never_deadlocks,
+    copy_between_tensors_in_both_directions_never_deadlocks_cpu,
+    copy_between_tensors_in_both_directions_never_deadlocks_emu,
+    copy_between_tensors_in_both_directions_never_deadlocks_cuda
+);
+
+fn copy_between_tensors_in_both_directions_never_deadlocks(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let (a, b) = with_deadline(120, move || -> Result<(Tensor, Tensor)> {
+        let a = Tensor::full([100], 3.0, DType::F32, &dev)?;
+        let b = Tensor::full([100], 3.0, DType::F32, &dev)?;
         thread::scope(|s| {
             s.spawn(|| {
                 for _ in 0..1000 {
@@ -189,18 +233,25 @@ const THREADS: usize = 16;
 const ITERS: usize = 50;
 const N: usize = 16;
 
-#[test]
-fn stress_mixed_inplace_ops_exact_result() -> Result<()> {
+common::test_device!(
+    stress_mixed_inplace_ops_exact_result,
+    stress_mixed_inplace_ops_exact_result_cpu,
+    stress_mixed_inplace_ops_exact_result_emu,
+    stress_mixed_inplace_ops_exact_result_cuda
+);
+
+fn stress_mixed_inplace_ops_exact_result(dev: &Device) -> Result<()> {
+    let dev = *dev;
     // `base` [16, 16] is written by every thread through itself, an alias
     // and several views; `fills` rows are filled by their own thread;
     // `dst` is copied into from a constant `src`; `acc` counts with a
     // tensor operand that is itself a view of `src`.
-    let base = Tensor::zeros([N, N], DType::F32, &DEV)?;
-    let fills = Tensor::zeros([THREADS, 8], DType::F32, &DEV)?;
-    let src = Tensor::arange(0.0, N as f64, &DEV)?;
-    let dst = Tensor::zeros([THREADS, N], DType::F32, &DEV)?;
-    let acc = Tensor::zeros([N], DType::F32, &DEV)?;
-    let ones = Tensor::ones([N], DType::F32, &DEV)?;
+    let base = Tensor::zeros([N, N], DType::F32, &dev)?;
+    let fills = Tensor::zeros([THREADS, 8], DType::F32, &dev)?;
+    let src = Tensor::arange(0.0, N as f64, &dev)?;
+    let dst = Tensor::zeros([THREADS, N], DType::F32, &dev)?;
+    let acc = Tensor::zeros([N], DType::F32, &dev)?;
+    let ones = Tensor::ones([N], DType::F32, &dev)?;
 
     let result = with_deadline(300, {
         let (base, fills, src, dst, acc, ones) = (
@@ -285,9 +336,16 @@ fn stress_mixed_inplace_ops_exact_result() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn many_threads_write_disjoint_views_of_one_base() -> Result<()> {
-    let base = Tensor::zeros([THREADS, 100], DType::I64, &DEV)?;
+common::test_device!(
+    many_threads_write_disjoint_views_of_one_base,
+    many_threads_write_disjoint_views_of_one_base_cpu,
+    many_threads_write_disjoint_views_of_one_base_emu,
+    many_threads_write_disjoint_views_of_one_base_cuda
+);
+
+fn many_threads_write_disjoint_views_of_one_base(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let base = Tensor::zeros([THREADS, 100], DType::I64, &dev)?;
     thread::scope(|s| {
         for i in 0..THREADS {
             let base = &base;
@@ -307,9 +365,16 @@ fn many_threads_write_disjoint_views_of_one_base() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn readers_never_see_a_half_written_tensor() -> Result<()> {
-    let t = Tensor::zeros([4096], DType::F32, &DEV)?;
+common::test_device!(
+    readers_never_see_a_half_written_tensor,
+    readers_never_see_a_half_written_tensor_cpu,
+    readers_never_see_a_half_written_tensor_emu,
+    readers_never_see_a_half_written_tensor_cuda
+);
+
+fn readers_never_see_a_half_written_tensor(dev: &Device) -> Result<()> {
+    let dev = *dev;
+    let t = Tensor::zeros([4096], DType::F32, &dev)?;
     let mut seen = Vec::new();
     thread::scope(|s| {
         s.spawn(|| {

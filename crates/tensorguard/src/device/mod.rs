@@ -3,6 +3,8 @@
 
 pub(crate) mod backend;
 mod config;
+#[cfg(test)]
+mod conformance;
 pub(crate) mod copy;
 pub(crate) mod cpu;
 mod emulated;

@@ -40,8 +40,9 @@ pub mod log_capture;
 pub const EMU_DEVICES: usize = tensorguard::device::MAX_EMULATED_DEVICES;
 
 /// The emulated devices `emu:0` to `emu:{EMU_RESERVED - 1}` are left to the
-/// hand-written tests of a binary; [`fresh_emu`] hands out the others.
-pub const EMU_RESERVED: usize = 4;
+/// hand-written tests of a binary (`transfers.rs` uses sixteen); [`fresh_emu`]
+/// hands out the others.
+pub const EMU_RESERVED: usize = 16;
 
 /// An emulated device no other case of this test binary uses (configuring
 /// [`EMU_DEVICES`] of them first).
