@@ -59,7 +59,7 @@ pub(crate) trait Backend: Send + Sync {
     fn launch(&self, stream: StreamId, launch: Launch<'_>) -> Result<Option<u64>>;
     /// Copy `job.bytes` contiguous bytes on `stream` (`cuMemcpyAsync`):
     /// inline (`Ok(None)`) or queued (`Ok(Some(seq))`). The backend of the
-    /// device side runs it (the destination's for device → device); the job
+    /// device side runs it (the source's for device → device, as PyTorch); the job
     /// owns both storages until it ran.
     fn copy(&self, stream: StreamId, job: CopyJob) -> Result<Option<u64>>;
     /// Queue host work on `stream` (runs in stream order); returns its event.

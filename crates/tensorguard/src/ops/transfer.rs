@@ -56,7 +56,7 @@ impl Tensor {
     /// | pageable host → device | either | synchronous (as in CUDA) |
     /// | pinned host → device | true | queued on the current stream; writes to the source wait for it |
     /// | device → host | true | queued; the result is pinned and its first host read waits |
-    /// | device → device | either | queued on the destination's current stream |
+    /// | device → device | either | queued on the source's current stream, ordered with the destination's |
     ///
     /// ```
     /// use tensorguard::transfer::CopyOpts;
@@ -248,8 +248,9 @@ impl Tensor {
 ///    (strided, broadcast, or to be cast on its device) is packed by a copy
 ///    kernel on its own device into a contiguous temporary.
 /// 2. The device side's copy engine moves the bytes (`Backend::copy`, the
-///    shape of `cuMemcpyAsync`) on its current stream (the destination's
-///    for device → device), after the source's pending write.
+///    shape of `cuMemcpyAsync`) on its current stream (the source's for
+///    device → device, as PyTorch, after the destination's current stream
+///    and before its later work), after the source's pending write.
 /// 3. A destination that is not one contiguous block of the source's
 ///    dtype receives the bytes in a temporary that a copy kernel on the
 ///    destination's device then writes into it (strides, dtype cast).
@@ -273,7 +274,9 @@ pub(crate) fn transfer_into(
     let (dir, run_dev, host) = match (sdev.is_cpu(), ddev.is_cpu()) {
         (true, false) => (Direction::HostToDevice, ddev, Some(src)),
         (false, true) => (Direction::DeviceToHost, sdev, Some(dst)),
-        (false, false) => (Direction::DeviceToDevice, ddev, None),
+        // on the source's stream, as PyTorch (so `synchronize` of the
+        // source's device covers the copy that reads it)
+        (false, false) => (Direction::DeviceToDevice, sdev, None),
         (true, true) => {
             return Err(Error::invalid(
                 op,
@@ -398,6 +401,12 @@ fn move_bytes(
     if ddev.is_cpu() {
         // a host destination a queued copy still reads: Note [Pinned-source guard]
         landing.storage().sync_for_host_write(op)?;
+    } else if ddev != run_dev {
+        // device -> device: the copy runs after the destination's current
+        // stream's queued work (which may still use the destination)
+        let dst_stream = current_stream_id(&ddev);
+        let seq = backend(&ddev)?.record_event(dst_stream);
+        b.stream_wait_event(stream, &ddev, dst_stream, seq)?;
     }
     let esize = wire.size_in_bytes();
     let job = CopyJob {
@@ -420,6 +429,10 @@ fn move_bytes(
     if let Some(seq) = b.copy(stream, job)? {
         landing.storage().record_use(run_dev, stream, seq, true);
         packed.storage().record_use(run_dev, stream, seq, false);
+        if !ddev.is_cpu() && ddev != run_dev {
+            // and later work on the destination's current stream after it
+            backend(&ddev)?.stream_wait_event(current_stream_id(&ddev), &run_dev, stream, seq)?;
+        }
         if blocking || crate::device::launch_blocking() {
             b.event_synchronize(stream, seq)?;
         }

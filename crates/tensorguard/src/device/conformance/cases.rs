@@ -448,6 +448,39 @@ pub(super) fn host_fn_fault_surfaces_once(ctx: &Ctx) -> Result<()> {
     b.synchronize()
 }
 
+/// Faults on two streams: `synchronize` returns one, the next
+/// `synchronize` the other; none is lost and none is reported twice.
+pub(super) fn two_faults_surface_one_per_synchronize(ctx: &Ctx) -> Result<()> {
+    let b = ctx.dev.b;
+    let (s1, s2) = (b.new_stream()?, b.new_stream()?);
+    let fail = |s, op: &'static str| {
+        b.host_fn(
+            s,
+            op,
+            Location::caller(),
+            Box::new(move || Err(Error::Device(format!("injected fault {op}")))),
+        )
+    };
+    let inline = fail(s1, "conformance_fail_1").is_err();
+    let inline2 = fail(s2, "conformance_fail_2").is_err();
+    if inline || inline2 {
+        // an inline backend reports each where it happens
+        assert!(inline && inline2);
+        return b.synchronize();
+    }
+    assert_ne!(s1, s2, "a queuing backend hands out distinct streams");
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match b.synchronize() {
+            Err(Error::DeviceFault { op, .. }) => seen.push(op),
+            other => panic!("expected a fault, got {other:?}"),
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, ["conformance_fail_1", "conformance_fail_2"]);
+    b.synchronize()
+}
+
 /// `defer_free` keeps a block until every event it waits for completed:
 /// `reclaim(false)` frees nothing before, `reclaim(true)` waits.
 pub(super) fn defer_free_waits_for_its_events(ctx: &Ctx) -> Result<()> {

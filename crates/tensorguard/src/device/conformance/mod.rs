@@ -164,6 +164,7 @@ conformance_cases!(
     stream_wait_event_orders_two_devices,
     kernel_fault_surfaces_once_and_poisons,
     host_fn_fault_surfaces_once,
+    two_faults_surface_one_per_synchronize,
     defer_free_waits_for_its_events,
     synchronize_then_allocated_is_exact,
 );

@@ -159,11 +159,14 @@ impl Backend for Emulated {
     }
 
     fn synchronize(&self) -> Result<()> {
+        // the first fault is returned; other streams' faults stay with their
+        // stream for the next synchronisation (each is reported once)
         let mut first = Ok(());
         for w in self.started() {
-            let r = w.wait(w.submitted());
             if first.is_ok() {
-                first = r;
+                first = w.wait(w.submitted());
+            } else {
+                w.wait_quiet_all();
             }
         }
         self.reclaim(false);
