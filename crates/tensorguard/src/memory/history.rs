@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::snapshot::{Frame, TraceEntry};
+use super::snapshot::{Frame, Frames, TraceEntry};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
 
@@ -66,9 +66,10 @@ impl Default for HistoryOptions {
     }
 }
 
-/// What happened, with PyTorch's names (`TraceEntry::Action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What happened, with PyTorch's names (`TraceEntry::Action`). Written and
+/// read as PyTorch's strings; a name this version does not know (from a
+/// newer PyTorch) is kept as [`Action::Other`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     /// A block was handed out (`size` = bytes requested).
     Alloc,
@@ -76,7 +77,6 @@ pub enum Action {
     /// reserved until they pass that point (`active_pending_free`).
     FreeRequested,
     /// The block returned to the cache (older PyTorch files call it `free`).
-    #[serde(alias = "free")]
     FreeCompleted,
     /// A segment was obtained from the device (`size` = segment size).
     SegmentAlloc,
@@ -96,6 +96,9 @@ pub enum Action {
     /// Read from PyTorch's snapshots (not recorded here): metadata was
     /// attached to a live allocation (`_annotate_tensor`).
     Annotate,
+    /// Read from a snapshot: an action this version does not know, by the
+    /// name the file gives it (never recorded here).
+    Other(Arc<str>),
 }
 
 impl Action {
@@ -127,8 +130,20 @@ impl Action {
         ALL.into_iter().find(|a| a.as_str() == name)
     }
 
+    /// The action named `name`: [`parse`](Self::parse)'s, or
+    /// [`Action::Other`] for a name this version does not know.
+    ///
+    /// ```
+    /// use tensorguard::memory::Action;
+    /// assert_eq!(Action::from_name("oom"), Action::Oom);
+    /// assert_eq!(Action::from_name("something_new").as_str(), "something_new");
+    /// ```
+    pub fn from_name(name: &str) -> Action {
+        Action::parse(name).unwrap_or_else(|| Action::Other(name.into()))
+    }
+
     /// PyTorch's name of the action (`"alloc"`, `"free_requested"`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Action::Alloc => "alloc",
             Action::FreeRequested => "free_requested",
@@ -140,7 +155,21 @@ impl Action {
             Action::SegmentMap => "segment_map",
             Action::SegmentUnmap => "segment_unmap",
             Action::Annotate => "annotate",
+            Action::Other(name) => name,
         }
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Action, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Action::from_name(&name))
     }
 }
 
@@ -326,20 +355,20 @@ pub fn is_recording_history(device: &Device) -> bool {
 /// Resolve raw entries into PyTorch-layout trace entries. Backtraces shared
 /// by several entries are resolved once.
 pub(crate) fn resolve(entries: &[RawEntry]) -> Vec<TraceEntry> {
-    let mut sites: HashMap<*const Location<'static>, Vec<Frame>> = HashMap::new();
-    let mut traces: HashMap<*const Backtrace, Vec<Frame>> = HashMap::new();
+    let mut sites: HashMap<*const Location<'static>, Frames> = HashMap::new();
+    let mut traces: HashMap<*const Backtrace, Frames> = HashMap::new();
     entries
         .iter()
         .map(|e| {
             let frames = match &e.context {
-                Context::None => Vec::new(),
+                Context::None => Frames::default(),
                 Context::Site(loc) => sites
                     .entry(*loc as *const _)
-                    .or_insert_with(|| vec![Frame::from_location(loc)])
+                    .or_insert_with(|| Frames::from([Frame::from_location(loc)]))
                     .clone(),
                 Context::Full(bt) => traces
                     .entry(Arc::as_ptr(bt))
-                    .or_insert_with(|| parse_backtrace(&bt.to_string()))
+                    .or_insert_with(|| parse_backtrace(&bt.to_string()).into())
                     .clone(),
             };
             let (addr, device_free) = if e.action == Action::Oom {
@@ -348,11 +377,11 @@ pub(crate) fn resolve(entries: &[RawEntry]) -> Vec<TraceEntry> {
                 (Some(e.addr as u64), None)
             };
             TraceEntry {
-                action: e.action,
+                action: e.action.clone(),
                 addr,
                 device_free,
                 size: e.size as u64,
-                stream: e.stream,
+                stream: i64::from(e.stream),
                 time_us: e.time_us,
                 frames,
             }
@@ -371,16 +400,16 @@ pub(crate) fn parse_backtrace(text: &str) -> Vec<Frame> {
                 let mut parts = rest.rsplitn(3, ':');
                 let (_col, line_no, file) = (parts.next(), parts.next(), parts.next());
                 if let (Some(l), Some(file)) = (line_no.and_then(|l| l.parse().ok()), file) {
-                    f.filename = file.to_owned();
+                    f.filename = file.into();
                     f.line = l;
                 }
             }
         } else if let Some((num, name)) = t.split_once(": ") {
             if num.chars().all(|c| c.is_ascii_digit()) && !num.is_empty() {
                 frames.push(Frame {
-                    filename: "??".to_owned(),
+                    filename: "??".into(),
                     line: 0,
-                    name: name.to_owned(),
+                    name: name.into(),
                 });
             }
         }

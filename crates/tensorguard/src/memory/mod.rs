@@ -37,7 +37,7 @@ pub use history::{
 };
 pub use snapshot::{
     check_viewer_pickle, dump_snapshot, read_snapshot, snapshot, AllocatorSettings, BlockState,
-    Frame, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
+    Frame, Frames, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 // the one pickle decoder (read_snapshot and `tensorguard memviz`)
