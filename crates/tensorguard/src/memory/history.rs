@@ -4,12 +4,13 @@
 //! caused them.
 //!
 //! Recording is off by default; the allocator then pays one relaxed atomic
-//! load per event. Turn it on with [`record_history`], read it with
-//! [`snapshot`](super::snapshot()) and write it for PyTorch's memory viewer with
-//! [`dump_snapshot`](super::dump_snapshot).
+//! load per event. Turn it on with [`record_history`](super::record_history),
+//! read it with [`snapshot`](super::snapshot()) and write it for PyTorch's
+//! memory viewer with [`dump_snapshot`](super::dump_snapshot); those live in
+//! `snapshot/`, which also resolves the raw entries into frames. This file
+//! is the ring buffer alone: it imports nothing else of `memory/`.
 
 use std::backtrace::Backtrace;
-use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,10 +19,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use super::snapshot::{Frame, Frames, TraceEntry};
-use crate::device_id::Device;
-use crate::error::{Error, Result};
 
 /// The default capacity of the ring buffer (PyTorch's default is unbounded;
 /// 100 000 events are about 5 MB here).
@@ -314,105 +311,4 @@ impl History {
         out.extend_from_slice(&ring.entries[..ring.next]);
         out
     }
-}
-
-/// Start recording the allocator events of `device` into a ring buffer of
-/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
-/// also drops the recorded events). Calling it again while recording
-/// changes the options and keeps the events (unless `clear_history`).
-///
-/// ```
-/// use tensorguard::memory::{self, HistoryOptions, Stacks};
-/// use tensorguard::Device;
-/// # fn main() -> tensorguard::Result<()> {
-/// let dev = Device::Cpu;
-/// memory::record_history(&dev, HistoryOptions::default())?;
-/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
-/// memory::record_history(&dev, None)?;
-/// # Ok(()) }
-/// ```
-pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
-    let opts = opts.into();
-    if let Some(o) = &opts {
-        if o.max_entries == 0 {
-            return Err(Error::invalid(
-                "memory::record_history",
-                format!(
-                    "max_entries is 0, so no event of {device} could be kept. Use at least 1 (the default is {DEFAULT_MAX_ENTRIES}), or pass None to stop recording."
-                ),
-            ));
-        }
-    }
-    super::allocator(device)?.history.configure(opts.as_ref());
-    Ok(())
-}
-
-/// Whether [`record_history`] is recording on `device`.
-pub fn is_recording_history(device: &Device) -> bool {
-    super::allocator(device).is_ok_and(|a| a.history.is_on())
-}
-
-/// Resolve raw entries into PyTorch-layout trace entries. Backtraces shared
-/// by several entries are resolved once.
-pub(crate) fn resolve(entries: &[RawEntry]) -> Vec<TraceEntry> {
-    let mut sites: HashMap<*const Location<'static>, Frames> = HashMap::new();
-    let mut traces: HashMap<*const Backtrace, Frames> = HashMap::new();
-    entries
-        .iter()
-        .map(|e| {
-            let frames = match &e.context {
-                Context::None => Frames::default(),
-                Context::Site(loc) => sites
-                    .entry(*loc as *const _)
-                    .or_insert_with(|| Frames::from([Frame::from_location(loc)]))
-                    .clone(),
-                Context::Full(bt) => traces
-                    .entry(Arc::as_ptr(bt))
-                    .or_insert_with(|| parse_backtrace(&bt.to_string()).into())
-                    .clone(),
-            };
-            let (addr, device_free) = if e.action == Action::Oom {
-                (None, Some(e.addr as u64))
-            } else {
-                (Some(e.addr as u64), None)
-            };
-            TraceEntry {
-                action: e.action.clone(),
-                addr,
-                device_free,
-                size: e.size as u64,
-                stream: i64::from(e.stream),
-                time_us: e.time_us,
-                frames,
-            }
-        })
-        .collect()
-}
-
-/// Frames of a `std::backtrace::Backtrace` printout: `N: name` lines, each
-/// optionally followed by `at file:line:col`.
-pub(crate) fn parse_backtrace(text: &str) -> Vec<Frame> {
-    let mut frames: Vec<Frame> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(rest) = t.strip_prefix("at ") {
-            if let Some(f) = frames.last_mut() {
-                let mut parts = rest.rsplitn(3, ':');
-                let (_col, line_no, file) = (parts.next(), parts.next(), parts.next());
-                if let (Some(l), Some(file)) = (line_no.and_then(|l| l.parse().ok()), file) {
-                    f.filename = file.into();
-                    f.line = l;
-                }
-            }
-        } else if let Some((num, name)) = t.split_once(": ") {
-            if num.chars().all(|c| c.is_ascii_digit()) && !num.is_empty() {
-                frames.push(Frame {
-                    filename: "??".into(),
-                    line: 0,
-                    name: name.into(),
-                });
-            }
-        }
-    }
-    frames
 }

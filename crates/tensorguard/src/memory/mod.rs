@@ -32,12 +32,11 @@ pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::HostRaw;
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
-pub use history::{
-    is_recording_history, record_history, Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES,
-};
+pub use history::{Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES};
 pub use snapshot::{
-    check_viewer_pickle, dump_snapshot, read_snapshot, snapshot, AllocatorSettings, BlockState,
-    Frame, Frames, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
+    check_viewer_pickle, dump_snapshot, is_recording_history, read_snapshot, record_history,
+    snapshot, AllocatorSettings, BlockState, Frame, Frames, MemorySnapshot, SegmentType,
+    SnapshotBlock, SnapshotSegment, TraceEntry,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 // the one pickle decoder (read_snapshot and `tensorguard memviz`)

@@ -7,6 +7,7 @@
 
 pub(crate) mod pickle;
 mod read;
+mod resolve;
 pub mod unpickle;
 
 pub use pickle::check_viewer_pickle;
@@ -21,9 +22,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::caching::{BlockState as RawState, PoolKind};
-use super::history::{resolve, Action};
+use super::history::{Action, HistoryOptions, DEFAULT_MAX_ENTRIES};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
+use resolve::resolve;
 
 /// One stack frame, as PyTorch writes it. Its strings are shared: a
 /// snapshot of a million events holds each distinct frame once.
@@ -240,6 +242,42 @@ fn opt_int<S: Serializer>(v: &Option<u64>, s: S) -> std::result::Result<S::Ok, S
         Some(v) => int(v, s),
         None => s.serialize_none(),
     }
+}
+
+/// Start recording the allocator events of `device` into a ring buffer of
+/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
+/// also drops the recorded events). Calling it again while recording
+/// changes the options and keeps the events (unless `clear_history`).
+///
+/// ```
+/// use tensorguard::memory::{self, HistoryOptions, Stacks};
+/// use tensorguard::Device;
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
+/// memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
+    let opts = opts.into();
+    if let Some(o) = &opts {
+        if o.max_entries == 0 {
+            return Err(Error::invalid(
+                "memory::record_history",
+                format!(
+                    "max_entries is 0, so no event of {device} could be kept. Use at least 1 (the default is {DEFAULT_MAX_ENTRIES}), or pass None to stop recording."
+                ),
+            ));
+        }
+    }
+    super::allocator(device)?.history.configure(opts.as_ref());
+    Ok(())
+}
+
+/// Whether [`record_history`] is recording on `device`.
+pub fn is_recording_history(device: &Device) -> bool {
+    super::allocator(device).is_ok_and(|a| a.history.is_on())
 }
 
 fn device_index(device: &Device) -> usize {
