@@ -43,6 +43,16 @@ ALLOWED = [
     {"autograd", "device", "memory", "ops", "tensor", "transfer"},
 ]
 
+# Imports that must not exist: the profiler observes memory, transfers and
+# devices through the leaf `hooks` (it registers itself there), so they
+# never name it; `hooks` stays a leaf.
+FORBIDDEN = [
+    ("memory", "profiler"),
+    ("transfer", "profiler"),
+    ("device", "profiler"),
+]
+LEAVES = ["hooks", "device_id", "dtype", "units", "oom_report"]
+
 PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\};", re.S)
 
@@ -293,6 +303,15 @@ def main():
     graph = edges()
     loops = sccs(graph)
     failed = check_rooms()
+    for a, b in FORBIDDEN:
+        if b in graph.get(a, set()):
+            print(f"{a} imports {b}, which must observe it through crate::hooks instead")
+            failed = True
+    for leaf in LEAVES:
+        inner = graph.get(leaf, set()) - set(LEAVES)
+        if inner:
+            print(f"the leaf {leaf} imports {', '.join(sorted(inner))}; leaves import only leaves")
+            failed = True
     for comp in loops:
         if not any(comp <= allowed for allowed in ALLOWED):
             failed = True

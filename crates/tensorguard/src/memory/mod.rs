@@ -59,7 +59,7 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
-    /// For the profiler's memory accounting.
+    /// For the observers' memory accounting (`crate::hooks`).
     device: Device,
 }
 
@@ -98,7 +98,7 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
-        crate::profiler::on_alloc(device, bytes);
+        crate::hooks::on_alloc(device, bytes);
         Ok(Buffer::from_allocation(alloc, allocator, bytes, *device))
     }
 
@@ -180,7 +180,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(a) = self.alloc.take() {
             self.allocator.free(a);
-            crate::profiler::on_free(&self.device, self.len);
+            crate::hooks::on_free(&self.device, self.len);
         }
     }
 }

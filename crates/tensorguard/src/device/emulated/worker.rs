@@ -145,7 +145,7 @@ impl Worker {
 
     fn run(self: Arc<Self>) {
         ON_WORKER.with(|w| w.set(true));
-        crate::profiler::mark_stream_worker();
+        crate::hooks::mark_stream_worker();
         let mut last = 0;
         loop {
             let job = {
