@@ -409,11 +409,12 @@ impl MemorySnapshot {
     /// Read a snapshot written by [`save`](Self::save) or by PyTorch's
     /// `torch.cuda.memory._dump_snapshot`: JSON when `path` ends in `.json`,
     /// a pickle otherwise (decoded with [`snapshot_pickle`](crate::memory::snapshot_pickle),
-    /// which accepts the shared containers PyTorch's pickler writes). Keys
-    /// this layout does not have (`compile_context`, `user_metadata`, ...)
-    /// are ignored; keys older PyTorch versions do not write
-    /// (`requested_size`, `time_us`, `allocator_settings`, ...) default to 0,
-    /// empty or PyTorch's default settings.
+    /// which accepts the shared containers PyTorch's pickler writes), then
+    /// read by [`from_value`](Self::from_value), the one reader: keys this
+    /// layout does not have (`compile_context`, `user_metadata`, ...) are
+    /// ignored; keys older PyTorch versions do not write default to what
+    /// they mean (a block's `requested_size` to its `size`, `time_us` to 0,
+    /// `allocator_settings` to PyTorch's defaults).
     ///
     /// Only regular files of at most
     /// [`max_file_bytes`](crate::memory::snapshot_pickle::max_file_bytes)
