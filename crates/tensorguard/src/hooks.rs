@@ -33,10 +33,16 @@ impl<T: ?Sized + Sync + 'static> Slot<T> {
         }
     }
 
-    /// The registered observer while it is on: one relaxed load when off.
+    /// Whether an observer is registered and on: one relaxed load.
+    #[inline(always)]
+    fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// The registered observer while it is on.
     #[inline(always)]
     fn get(&self) -> Option<&'static T> {
-        if !self.on.load(Ordering::Relaxed) {
+        if !self.is_on() {
             return None;
         }
         self.observer.get().copied()
@@ -73,19 +79,32 @@ pub(crate) fn observe_memory(observer: Option<&'static dyn MemoryObserver>) {
     MEMORY.set(observer);
 }
 
-/// Report an allocation of `bytes` on `device` (called by `Buffer`).
-#[inline]
+/// Report an allocation of `bytes` on `device` (called by `Buffer`): a
+/// load and a branch inline, the rest out of line.
+#[inline(always)]
 pub(crate) fn on_alloc(device: &Device, bytes: usize) {
-    if let Some(o) = MEMORY.get() {
-        o.on_alloc(device, bytes);
+    if MEMORY.is_on() {
+        report_memory(device, bytes, true);
     }
 }
 
 /// Report that `bytes` on `device` were freed (called by `Buffer`).
-#[inline]
+#[inline(always)]
 pub(crate) fn on_free(device: &Device, bytes: usize) {
+    if MEMORY.is_on() {
+        report_memory(device, bytes, false);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn report_memory(device: &Device, bytes: usize, alloc: bool) {
     if let Some(o) = MEMORY.get() {
-        o.on_free(device, bytes);
+        if alloc {
+            o.on_alloc(device, bytes);
+        } else {
+            o.on_free(device, bytes);
+        }
     }
 }
 
@@ -131,6 +150,21 @@ pub(crate) fn observe_transfers(observer: Option<&'static dyn TransferObserver>)
 /// `None` (one atomic load) when nothing observes transfers.
 #[inline]
 pub(crate) fn transfer_range(
+    name: &'static str,
+    src: Device,
+    dst: Device,
+    bytes: usize,
+    site: &'static Location<'static>,
+) -> Option<TransferRange> {
+    if !TRANSFERS.is_on() {
+        return None;
+    }
+    open_transfer_range(name, src, dst, bytes, site)
+}
+
+#[cold]
+#[inline(never)]
+fn open_transfer_range(
     name: &'static str,
     src: Device,
     dst: Device,
