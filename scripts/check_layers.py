@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Import loops between the core crate's top-level modules, as a ratchet.
+"""Import loops between the core crate's top-level modules, as a ratchet,
+and no loops at all between the files of a few rooms.
 
 Reads every `crate::<module>` path in crates/tensorguard/src (comments left
 out), builds the graph of top-level modules (device, memory, tensor, ops,
@@ -9,13 +10,32 @@ modules that import each other in a loop.
 ALLOWED lists the loops that exist today (issue 11 removes them, leaving
 tensor <-> autograd). The check fails when a loop appears that is not inside
 an allowed one, and says when an allowed loop has shrunk, so the list is
-tightened in the same change. Run: python3 scripts/check_layers.py
+tightened in the same change.
+
+ROOMS are directories whose files must not import each other in a loop
+(memory/, the CLI's bench/). Their nodes are the room's children (a file,
+or a subdirectory as one node) and `mod`, the code of the room's own
+mod.rs. A child's `super::X` / `crate::<room>::X` goes to the child X, or
+to the child that mod.rs re-exports X from, or else to `mod`; mod.rs's
+`mod` and `use` lines are its public face, not dependencies, but a name it
+imports from a child and uses in its own code is. Unit tests
+(`#[cfg(test)]` modules, tests.rs) may use anything.
+
+Run: python3 scripts/check_layers.py
 """
 import re
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "crates" / "tensorguard" / "src"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "crates" / "tensorguard" / "src"
+
+# Directories whose files may not import each other in a loop, with the
+# path by which the crate names them.
+ROOMS = [
+    (SRC / "memory", "crate::memory"),
+    (ROOT / "crates" / "tensorguard-cli" / "src" / "bench", "crate::bench"),
+]
 
 # The loops that may exist now. Shrink these sets as the floors straighten;
 # never grow them.
@@ -23,6 +43,16 @@ ALLOWED = [
     {"autograd", "tensor"},
     {"device", "memory"},
 ]
+
+# Imports that must not exist: the profiler observes memory, transfers and
+# devices through the leaf `hooks` (it registers itself there), so they
+# never name it; `hooks` stays a leaf.
+FORBIDDEN = [
+    ("memory", "profiler"),
+    ("transfer", "profiler"),
+    ("device", "profiler"),
+]
+LEAVES = ["hooks", "device_id", "dtype", "units", "oom_report"]
 
 PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\};", re.S)
@@ -38,6 +68,170 @@ def module_of(path: Path) -> str:
 def strip_comments(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def strip_tests(text: str) -> str:
+    """Drops `#[cfg(test)]` items (a `mod x;` line or a braced block)."""
+    out, i = [], 0
+    while True:
+        j = text.find("#[cfg(test)]", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:j])
+        k = j + len("#[cfg(test)]")
+        semi, brace = text.find(";", k), text.find("{", k)
+        if brace < 0 or (0 <= semi < brace):
+            i = semi + 1 if semi >= 0 else len(text)
+            continue
+        depth, k = 0, brace
+        while k < len(text):
+            if text[k] == "{":
+                depth += 1
+            elif text[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+
+
+USE_STMT = re.compile(r"\b(?:pub(?:\([a-z]+\))?\s+)?use\s+([^;]*);", re.S)
+MOD_DECL = re.compile(r"\b(?:pub(?:\([a-z]+\))?\s+)?mod\s+[a-z_][a-z0-9_]*\s*;")
+
+
+def use_names(tree: str):
+    """(first path segment, names brought in) of a `use` tree."""
+    tree = re.sub(r"\s+", "", tree)
+    if "::" not in tree:
+        return tree, {tree}
+    head, rest = tree.split("::", 1)
+    if rest.startswith("{") and rest.endswith("}"):
+        items, depth, cur = [], 0, ""
+        for c in rest[1:-1]:
+            if c == "," and depth == 0:
+                items.append(cur)
+                cur = ""
+                continue
+            depth += c == "{"
+            depth -= c == "}"
+            cur += c
+        items.append(cur)
+    else:
+        items = [rest]
+    names = set()
+    for it in filter(None, items):
+        if "{" in it:
+            inner = it[it.index("{") + 1 : it.rindex("}")]
+            names |= {x.split("as")[-1].split("::")[-1] for x in inner.split(",") if x}
+        else:
+            last = it.split("::as")[-1] if "::as" in it else it
+            names.add(re.split(r"\bas\b", last)[-1].split("::")[-1])
+    names.discard("self")
+    names.discard("*")
+    return head, names
+
+
+def room_graph(room: Path, prefix: str):
+    """The file-level import graph of one room (see the module doc)."""
+    children = {p.stem for p in room.glob("*.rs") if p.name != "mod.rs"}
+    children |= {p.name for p in room.iterdir() if p.is_dir()}
+    mod_text = strip_tests(strip_comments((room / "mod.rs").read_text(encoding="utf-8")))
+    exported = {}  # name -> child it comes from
+    for stmt in USE_STMT.findall(mod_text):
+        head, names = use_names(stmt)
+        if head in children:
+            for n in names:
+                exported[n] = head
+    graph = {c: set() for c in children}
+    graph["mod"] = set()
+    # mod.rs's own code: what it uses of each child outside its use lines.
+    body = MOD_DECL.sub("", USE_STMT.sub("", mod_text))
+    for name, child in exported.items():
+        if re.search(rf"\b{re.escape(name)}\b", body):
+            graph["mod"].add(child)
+    for c in children:
+        if re.search(rf"\b{c}::", body):
+            graph["mod"].add(c)
+    parent_path = re.escape(prefix) + r"::"
+
+    defined = set(
+        re.findall(r"(?<!')\b(?:fn|struct|enum|trait|type|const|static)\s+([A-Za-z_][A-Za-z0-9_]*)", body)
+    )
+
+    def target(name: str, is_path: bool):
+        """The node of `<room>::name` (`is_path`: followed by `::`)."""
+        if is_path and name in children:
+            return name
+        if name in defined:
+            return "mod"
+        if name in exported:
+            return exported[name]
+        return name if name in children else "mod"
+
+    for f in sorted(room.rglob("*.rs")):
+        rel = f.relative_to(room)
+        if rel.name == "mod.rs" and len(rel.parts) == 1 or f.name == "tests.rs":
+            continue
+        node = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        # in room/x.rs and room/x/mod.rs `super` is the room; deeper, `super::super`
+        depth = len(rel.parts) - 1 - (rel.name == "mod.rs")
+        sup = r"\bsuper" + r"::super" * depth + r"::"
+        code = strip_tests(strip_comments(f.read_text(encoding="utf-8")))
+        refs = set()  # (name, is_path)
+        for path in (sup, parent_path):
+            for name, more in re.findall(path + r"([A-Za-z_][A-Za-z0-9_]*)(::)?", code):
+                refs.add((name, bool(more)))
+            for group in re.findall(path + r"\{([^;]*?)\};", code):
+                for g in re.sub(r"\s+", "", group).split(","):
+                    if g:
+                        refs.add((g.split("::")[0], "::" in g))
+        for name, is_path in refs:
+            t = target(name, is_path)
+            if t != node:
+                graph[node].add(t)
+    return graph
+
+
+def self_test():
+    """The room check finds a loop through a re-export and through mod.rs's
+    own items, and none in a layered room (so it can fail)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        room = Path(d) / "room"
+        (room / "deep").mkdir(parents=True)
+        files = {
+            "mod.rs": "mod a;\nmod b;\nmod deep;\npub use a::Alpha;\n"
+            "pub(crate) use b::Beta;\npub fn helper() -> Beta { Beta }\n",
+            "a.rs": "use super::Beta;\n// super::deep::Gamma in a comment is no edge\npub struct Alpha;\n",
+            "b.rs": "pub struct Beta;\n#[cfg(test)]\nmod tests { use super::super::a::Alpha; }\n",
+            "deep/mod.rs": "mod inner;\n",
+            "deep/inner.rs": "use crate::room::helper;\nuse super::super::a;\n",
+        }
+        for name, text in files.items():
+            (room / name).write_text(text)
+        g = room_graph(room, "crate::room")
+        assert g == {"a": {"b"}, "b": set(), "deep": {"mod", "a"}, "mod": {"b"}}, g
+        assert not sccs(g), g
+        (room / "b.rs").write_text("use super::helper;\npub struct Beta;\n")
+        loops = sccs(room_graph(room, "crate::room"))
+        assert loops == [{"b", "mod"}], loops
+
+
+def check_rooms():
+    failed = False
+    for room, prefix in ROOMS:
+        if not (room / "mod.rs").is_file():
+            continue
+        graph = room_graph(room, prefix)
+        for comp in sccs(graph):
+            failed = True
+            where = room.relative_to(ROOT)
+            print(f"import loop between the files of {where}/: {sorted(comp)}")
+            for m in sorted(comp):
+                print(f"  {m} imports {', '.join(sorted(graph[m] & comp))}")
+    return failed
 
 
 def edges():
@@ -106,9 +300,19 @@ def sccs(graph):
 
 
 def main():
+    self_test()
     graph = edges()
     loops = sccs(graph)
-    failed = False
+    failed = check_rooms()
+    for a, b in FORBIDDEN:
+        if b in graph.get(a, set()):
+            print(f"{a} imports {b}, which must observe it through crate::hooks instead")
+            failed = True
+    for leaf in LEAVES:
+        inner = graph.get(leaf, set()) - set(LEAVES)
+        if inner:
+            print(f"the leaf {leaf} imports {', '.join(sorted(inner))}; leaves import only leaves")
+            failed = True
     for comp in loops:
         if not any(comp <= allowed for allowed in ALLOWED):
             failed = True
@@ -130,7 +334,10 @@ def main():
     if failed:
         print("The module layers must not gain loops; see ARCHITECTURE.md.")
         return 1
-    print(f"layers ok: {len(graph)} modules, loops only within the allowed sets")
+    print(
+        f"layers ok: {len(graph)} modules, loops only within the allowed sets; "
+        f"no loops between the files of {', '.join(str(r.relative_to(ROOT)) for r, _ in ROOMS)}"
+    )
     return 0
 
 

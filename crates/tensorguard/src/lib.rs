@@ -42,6 +42,7 @@ pub mod device;
 mod device_id;
 mod dtype;
 mod error;
+mod hooks;
 pub mod memory;
 mod oom_report;
 mod ops;

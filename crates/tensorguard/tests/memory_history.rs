@@ -53,7 +53,7 @@ fn events(dev: &Device) -> Result<Vec<TraceEntry>> {
 }
 
 fn actions(es: &[TraceEntry]) -> Vec<(Action, u64)> {
-    es.iter().map(|e| (e.action, e.size)).collect()
+    es.iter().map(|e| (e.action.clone(), e.size)).collect()
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn cross_stream_try(dev: &Device, side: &Stream, w: &Tensor) -> Result<bool> {
     let mine = |es: &[TraceEntry]| -> Vec<Action> {
         es.iter()
             .filter(|e| e.addr == Some(addr) && e.size == 4000)
-            .map(|e| e.action)
+            .map(|e| e.action.clone())
             .collect()
     };
     let snap = memory::snapshot(dev)?;

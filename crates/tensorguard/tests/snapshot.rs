@@ -286,7 +286,7 @@ fn a_wrapped_history_of_many_events_dumps_and_reads_back() -> Result<()> {
     let back = memory::read_snapshot(&path)?;
     let t = &back.device_traces[3];
     assert_eq!(t.len(), 20_000, "the ring keeps max_entries events");
-    assert_eq!(t.last().map(|e| e.action), Some(Action::Snapshot));
+    assert_eq!(t.last().map(|e| e.action.clone()), Some(Action::Snapshot));
     assert!(t.windows(2).all(|w| w[0].time_us <= w[1].time_us));
     memory::check_viewer_pickle(&std::fs::read(&path)?)?;
     std::fs::remove_file(&path)?;
@@ -371,5 +371,53 @@ fn a_snapshot_recorded_by_pytorch_on_a_gpu_reads_back() -> Result<()> {
         .frames
         .iter()
         .any(|f| f.filename.ends_with("gpu_reference.py"))));
+    Ok(())
+}
+
+/// One reader for every snapshot file (the one `tensorguard memviz` uses
+/// too): PyTorch's fixture reads the same from its pickle and its JSON,
+/// an action of a newer PyTorch is kept by name, a side stream written as
+/// PyTorch's 64-bit `cudaStream_t` fits, and what it reads writes back
+/// unchanged.
+#[test]
+fn pytorch_files_read_through_the_one_reader() -> Result<()> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tensorguard-cli/tests/fixtures");
+    let pickle = memory::read_snapshot(fixtures.join("pytorch_small.pickle"))?;
+    let json = memory::read_snapshot(fixtures.join("pytorch_small.json"))?;
+    assert_eq!(pickle, json);
+    let trace = &pickle.device_traces[0];
+    assert_eq!(trace.len(), 18);
+    let last = trace.last().map(|e| e.action.clone());
+    assert_eq!(
+        last,
+        Some(Action::Other("an_action_from_a_future_pytorch".into()))
+    );
+    // equal stacks are one shared list
+    let stacks: Vec<_> = trace.iter().filter(|e| e.frames.len() == 4).collect();
+    assert!(stacks.len() > 2);
+    assert!(stacks
+        .windows(2)
+        .all(|w| std::sync::Arc::ptr_eq(&w[0].frames, &w[1].frames)));
+
+    let dir = std::env::temp_dir().join(format!("tg_one_reader_{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let side = dir.join("side_stream.json");
+    std::fs::write(
+        &side,
+        r#"{"segments": [{"address": 4096, "total_size": 1024, "stream": 94558392123456,
+              "segment_type": "small", "blocks": [{"size": 1024, "state": "active_allocated"}]}],
+            "device_traces": [[{"action": "alloc", "addr": 4096, "size": 1000, "stream": 94558392123456}]]}"#,
+    )?;
+    let snap = memory::read_snapshot(&side)?;
+    assert_eq!(snap.segments[0].stream, 94_558_392_123_456);
+    assert_eq!(snap.device_traces[0][0].stream, 94_558_392_123_456);
+    // a block without `requested_size` is taken as fully used, at its segment's address
+    let b = &snap.segments[0].blocks[0];
+    assert_eq!((b.address, b.requested_size), (4096, 1024));
+    for name in ["back.pickle", "back.json"] {
+        pickle.save(dir.join(name))?;
+        assert_eq!(memory::read_snapshot(dir.join(name))?, pickle);
+    }
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

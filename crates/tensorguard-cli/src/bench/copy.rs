@@ -14,10 +14,11 @@ use tensorguard::device::{self, EmulatedConfig};
 use tensorguard::transfer::{self, CopyOpts, RepeatPolicy};
 use tensorguard::{memory, DType, Device, DeviceKind, Error, Tensor};
 
+use super::args::CopyArgs;
 use super::output::{self, Reference};
+use super::plot;
 use super::report::{CopyReport, Kind, Row};
 use super::sizes::{default_sizes, format_size, parse_list, parse_size};
-use super::{plot, CopyArgs};
 
 /// Runs per case for `bytes` (the reference script's schedule by default).
 fn runs_for(args: &CopyArgs, bytes: usize) -> usize {

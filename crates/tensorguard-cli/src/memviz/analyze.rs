@@ -10,9 +10,20 @@
 
 use std::collections::HashMap;
 
-use super::model::{Action::Known, BlockState, Snapshot, StackId, TraceEntry};
 use super::MemvizError;
-use tensorguard::memory::Action as A;
+use tensorguard::memory::{
+    Action as A, BlockState, Frame, Frames, MemorySnapshot, SegmentType, TraceEntry,
+};
+
+/// A key that is the same for the same stack of one snapshot (the reader
+/// shares equal stacks; every empty stack has key 0).
+pub fn stack_key(stack: &Frames) -> usize {
+    if stack.is_empty() {
+        0
+    } else {
+        stack.as_ptr() as usize
+    }
+}
 
 /// One allocation's lifetime on the timeline.
 #[derive(Clone, Debug)]
@@ -22,7 +33,7 @@ pub struct AllocRecord {
     /// Bytes.
     pub size: u64,
     /// Where it was allocated.
-    pub stack: StackId,
+    pub stack: Frames,
     /// First time step at which it is alive (0: before the trace).
     pub start: u32,
     /// First time step at which it is freed (`None`: alive at the end).
@@ -86,9 +97,9 @@ impl Timeline {
 
     /// Replays device `device`'s trace of `snap` (an empty timeline when the
     /// snapshot has no trace for it). Totals that no device can reach (more
-    /// than [`MAX_BYTES`](super::model::MAX_BYTES) bytes allocated or
+    /// than [`MemorySnapshot::MAX_BYTES`] bytes allocated or
     /// reserved) are an error naming the entry that got there.
-    pub fn build(snap: &Snapshot, device: usize) -> Result<Timeline, MemvizError> {
+    pub fn build(snap: &MemorySnapshot, device: usize) -> Result<Timeline, MemvizError> {
         let empty = Vec::new();
         let trace = snap.device_traces.get(device).unwrap_or(&empty);
         let n = trace.len();
@@ -111,23 +122,25 @@ impl Timeline {
                     .checked_add(by)
                     .ok_or_else(|| impossible(device, i, e, what))
             };
-            time_us.push(e.time_us);
-            match actions.iter_mut().find(|(a, _)| a == e.action.name()) {
+            // `time_us` is 0 where the file did not record it.
+            time_us.push(Some(e.time_us).filter(|&us| us != 0));
+            let addr = e.addr.unwrap_or(0);
+            match actions.iter_mut().find(|(a, _)| a == e.action.as_str()) {
                 Some(entry) => entry.1 += 1,
-                None => actions.push((e.action.name().to_string(), 1)),
+                None => actions.push((e.action.as_str().to_string(), 1)),
             }
             match e.action {
-                Known(A::Alloc) => {
-                    if let Some(prev) = live.remove(&e.addr) {
+                A::Alloc => {
+                    if let Some(prev) = live.remove(&addr) {
                         // An alloc over a live address: its free was not recorded.
                         allocs[prev].end = Some(t);
                         a = add(a, -(allocs[prev].size as i64), "allocated")?;
                     }
-                    live.insert(e.addr, allocs.len());
+                    live.insert(addr, allocs.len());
                     allocs.push(AllocRecord {
-                        addr: e.addr,
+                        addr,
                         size: e.size,
-                        stack: e.stack,
+                        stack: e.frames.clone(),
                         start: t,
                         end: None,
                         initial: false,
@@ -135,16 +148,16 @@ impl Timeline {
                     });
                     a = add(a, size, "allocated")?;
                 }
-                Known(A::FreeCompleted) => match live.remove(&e.addr) {
+                A::FreeCompleted => match live.remove(&addr) {
                     Some(idx) => {
                         allocs[idx].end = Some(t);
                         a = add(a, -(allocs[idx].size as i64), "allocated")?;
                     }
                     None => {
                         initial.push(AllocRecord {
-                            addr: e.addr,
+                            addr,
                             size: e.size,
-                            stack: e.stack,
+                            stack: e.frames.clone(),
                             start: 0,
                             end: Some(t),
                             initial: true,
@@ -153,9 +166,9 @@ impl Timeline {
                         a = add(a, -size, "allocated")?;
                     }
                 },
-                Known(A::SegmentAlloc) | Known(A::SegmentMap) => r = add(r, size, "reserved")?,
-                Known(A::SegmentFree) | Known(A::SegmentUnmap) => r = add(r, -size, "reserved")?,
-                Known(A::Oom) => ooms.push(OomEvent {
+                A::SegmentAlloc | A::SegmentMap => r = add(r, size, "reserved")?,
+                A::SegmentFree | A::SegmentUnmap => r = add(r, -size, "reserved")?,
+                A::Oom => ooms.push(OomEvent {
                     t,
                     size: e.size,
                     device_free: e.device_free,
@@ -166,7 +179,7 @@ impl Timeline {
             reserved_delta.push(r);
         }
         // Blocks in use at snapshot time that the trace never allocated.
-        let segs = snap.segments.iter().filter(|s| s.device == device);
+        let segs = snap.segments.iter().filter(|s| s.device as usize == device);
         let mut final_reserved = 0i64;
         let mut initial_bytes = 0i64;
         for (k, s) in segs.enumerate() {
@@ -186,7 +199,7 @@ impl Timeline {
             for b in &s.blocks {
                 let in_use = matches!(
                     b.state,
-                    BlockState::ActiveAllocated | BlockState::ActiveAwaitingFree
+                    BlockState::ActiveAllocated | BlockState::ActivePendingFree
                 );
                 if in_use && !live.contains_key(&b.address) {
                     initial_bytes = i64::try_from(b.size)
@@ -207,7 +220,7 @@ impl Timeline {
                     initial.push(AllocRecord {
                         addr: b.address,
                         size: b.size,
-                        stack: b.stack,
+                        stack: b.frames.clone(),
                         start: 0,
                         end: None,
                         initial: true,
@@ -274,15 +287,15 @@ impl Timeline {
 }
 
 /// The size of trace entry `i` of `device`, or an error if it is above
-/// [`MAX_BYTES`](super::model::MAX_BYTES) (a model built in code can hold one).
+/// [`MemorySnapshot::MAX_BYTES`] (a model built in code can hold one).
 fn entry_bytes(size: u64, device: usize, i: usize, e: &TraceEntry) -> Result<i64, MemvizError> {
     i64::try_from(size).map_err(|_| {
         MemvizError::new(format!(
             "device_traces[{device}][{i}] ({} at address {:#x}) has a size of {size} bytes, \
              more than {} (PyTorch writes sizes as 64-bit signed integers). The snapshot is \
              corrupt; dump it again.",
-            e.action.name(),
-            e.addr,
+            e.action.as_str(),
+            e.addr.unwrap_or(0),
             i64::MAX
         ))
     })
@@ -294,9 +307,9 @@ fn impossible(device: usize, i: usize, e: &TraceEntry, total: &str) -> MemvizErr
         "device_traces[{device}][{i}] ({} of {} bytes at address {:#x}) brings the bytes {total} \
          on device {device} beyond ±{} bytes, which no device has. The snapshot's sizes are \
          corrupt; dump it again.",
-        e.action.name(),
+        e.action.as_str(),
         e.size,
-        e.addr,
+        e.addr.unwrap_or(0),
         i64::MAX
     ))
 }
@@ -349,8 +362,7 @@ fn is_internal(filename: &str, name: &str) -> bool {
 
 /// The frame a stack is reported under: the innermost Python frame, else the
 /// innermost frame that is not allocator/interpreter plumbing.
-pub fn call_site(snap: &Snapshot, stack: StackId) -> String {
-    let frames: Vec<_> = snap.stack_frames(stack).collect();
+pub fn call_site(frames: &[Frame]) -> String {
     let pick = frames
         .iter()
         .find(|f| f.filename.ends_with(".py"))
@@ -417,9 +429,9 @@ pub struct SegmentSummary {
 impl SegmentSummary {
     /// Summarizes device `device`'s segments; sums beyond `u64::MAX`
     /// bytes are an error naming the segment.
-    pub fn of(snap: &Snapshot, device: usize) -> Result<SegmentSummary, MemvizError> {
+    pub fn of(snap: &MemorySnapshot, device: usize) -> Result<SegmentSummary, MemvizError> {
         let mut s = SegmentSummary::default();
-        for seg in snap.segments.iter().filter(|s| s.device == device) {
+        for seg in snap.segments.iter().filter(|s| s.device as usize == device) {
             let add = |a: u64, b: u64| {
                 a.checked_add(b).ok_or_else(|| {
                     MemvizError::new(format!(
@@ -434,8 +446,8 @@ impl SegmentSummary {
                 })
             };
             s.segments += 1;
-            s.small_segments += usize::from(&*seg.segment_type == "small");
-            s.private_pool_segments += usize::from(seg.pool_id != (0, 0));
+            s.small_segments += usize::from(seg.segment_type == SegmentType::Small);
+            s.private_pool_segments += usize::from(seg.segment_pool_id != (0, 0));
             s.reserved = add(s.reserved, seg.total_size)?;
             let mut covered = 0u64;
             for b in &seg.blocks {
@@ -500,7 +512,11 @@ pub struct DeviceReport {
 
 /// Builds a device's report; `top` bounds the allocations listed at the
 /// peak. Byte sums beyond `u64::MAX` are an error naming the allocation.
-pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> Result<DeviceReport, MemvizError> {
+pub fn analyze(
+    snap: &MemorySnapshot,
+    tl: &Timeline,
+    top: usize,
+) -> Result<DeviceReport, MemvizError> {
     let peak = tl.peak();
     let mut at_peak: Vec<usize> = (0..tl.allocs.len())
         .filter(|&i| tl.allocs[i].alive_at(peak.0))
@@ -523,12 +539,12 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> Result<DeviceRepor
         }
     }
 
-    let mut site_index: HashMap<StackId, usize> = HashMap::new();
+    let mut site_index: HashMap<usize, usize> = HashMap::new();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut sites: Vec<SiteStats> = Vec::new();
-    let mut site_of = |stack: StackId, sites: &mut Vec<SiteStats>| -> usize {
-        *site_index.entry(stack).or_insert_with(|| {
-            let name = call_site(snap, stack);
+    let mut site_of = |stack: &Frames, sites: &mut Vec<SiteStats>| -> usize {
+        *site_index.entry(stack_key(stack)).or_insert_with(|| {
+            let name = call_site(stack);
             *by_name.entry(name.clone()).or_insert_with(|| {
                 sites.push(SiteStats {
                     site: name,
@@ -557,7 +573,7 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> Result<DeviceRepor
         if rec.initial {
             continue;
         }
-        let s = site_of(rec.stack, &mut sites);
+        let s = site_of(&rec.stack, &mut sites);
         let st = &mut sites[s];
         st.count += 1;
         st.bytes = add(st.bytes, rec)?;
@@ -569,7 +585,7 @@ pub fn analyze(snap: &Snapshot, tl: &Timeline, top: usize) -> Result<DeviceRepor
         }
     }
     for &i in &at_peak_set {
-        let s = site_of(tl.allocs[i].stack, &mut sites);
+        let s = site_of(&tl.allocs[i].stack, &mut sites);
         sites[s].at_peak = add(sites[s].at_peak, &tl.allocs[i])?;
     }
     sites.retain(|s| s.count > 0 || s.at_peak > 0);
@@ -602,9 +618,9 @@ mod tests {
     use super::*;
     use tensorguard::memory::snapshot_pickle::Value;
 
-    fn snap(json: &str) -> Snapshot {
+    fn snap(json: &str) -> MemorySnapshot {
         let v = Value::from_json(serde_json::from_str(json).unwrap());
-        Snapshot::from_value(&v, "test").unwrap()
+        MemorySnapshot::from_value(&v, "test").unwrap()
     }
 
     #[test]

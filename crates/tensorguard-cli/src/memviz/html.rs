@@ -10,8 +10,7 @@ use std::path::Path;
 use serde_json::{json, Value as Json};
 use tensorguard::memory::format_bytes;
 
-use super::analyze::{short_file, DeviceReport, Timeline};
-use super::model::Snapshot;
+use super::analyze::{short_file, stack_key, DeviceReport, Timeline};
 use super::MemvizError;
 
 const SCRIPT: &str = include_str!("timeline.js");
@@ -117,23 +116,18 @@ fn downsample<T: Copy>(points: Vec<(u32, T)>, key: impl Fn(&T) -> u64, span: u32
 }
 
 /// The page's data: layout, series, stacks and facts.
-pub fn page_data(
-    snap: &Snapshot,
-    tl: &Timeline,
-    r: &DeviceReport,
-    max_entries: usize,
-    name: &str,
-) -> Json {
+pub fn page_data(tl: &Timeline, r: &DeviceReport, max_entries: usize, name: &str) -> Json {
     let lay = layout(tl, max_entries);
     let end_t = tl.allocated.len() as u32;
-    let mut stack_ids: HashMap<u32, usize> = HashMap::new();
+    let mut stack_ids: HashMap<usize, usize> = HashMap::new();
     let mut stacks: Vec<Json> = Vec::new();
     let mut elements = Vec::with_capacity(lay.drawn.len());
     for (k, &i) in lay.drawn.iter().enumerate() {
         let a = &tl.allocs[i];
-        let sid = *stack_ids.entry(a.stack).or_insert_with(|| {
-            let frames: Vec<String> = snap
-                .stack_frames(a.stack)
+        let sid = *stack_ids.entry(stack_key(&a.stack)).or_insert_with(|| {
+            let frames: Vec<String> = a
+                .stack
+                .iter()
                 .take(MAX_FRAMES)
                 .map(|f| format!("{}:{}:{}", short_file(&f.filename), f.line, f.name))
                 .collect();
@@ -213,14 +207,8 @@ fn escape_html(s: &str) -> String {
 }
 
 /// The whole page as a string.
-pub fn render(
-    snap: &Snapshot,
-    tl: &Timeline,
-    r: &DeviceReport,
-    max_entries: usize,
-    name: &str,
-) -> String {
-    let data = page_data(snap, tl, r, max_entries, name);
+pub fn render(tl: &Timeline, r: &DeviceReport, max_entries: usize, name: &str) -> String {
+    let data = page_data(tl, r, max_entries, name);
     // `<` only occurs inside JSON strings, where `\u003c` means the same.
     let data = data.to_string().replace('<', "\\u003c");
     let title = escape_html(&format!("memviz: {name}"));
@@ -249,7 +237,6 @@ pub fn render(
 /// Writes the page to `path`.
 pub fn write(
     path: &Path,
-    snap: &Snapshot,
     tl: &Timeline,
     r: &DeviceReport,
     max_entries: usize,
@@ -259,7 +246,7 @@ pub fn write(
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| source.display().to_string());
-    let page = render(snap, tl, r, max_entries, &name);
+    let page = render(tl, r, max_entries, &name);
     std::fs::write(path, page).map_err(|e| {
         MemvizError::new(format!(
             "memviz --html: cannot write {}: {e}; check that the folder exists and is writable.",
@@ -286,7 +273,7 @@ mod tests {
             )
             .unwrap(),
         );
-        let snap = Snapshot::from_value(&v, "test").unwrap();
+        let snap = tensorguard::memory::MemorySnapshot::from_value(&v, "test").unwrap();
         let tl = Timeline::build(&snap, 0).unwrap();
         let all = layout(&tl, 10);
         assert_eq!(all.drawn, vec![0, 1, 2]);

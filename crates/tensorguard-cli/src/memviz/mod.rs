@@ -21,7 +21,6 @@
 
 pub mod analyze;
 pub mod html;
-pub mod model;
 pub mod png;
 pub mod report;
 
@@ -29,8 +28,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use analyze::{analyze, Timeline};
-use model::Snapshot;
-use tensorguard::memory::snapshot_pickle;
+use tensorguard::memory::snapshot_pickle::{self, Value};
+use tensorguard::memory::MemorySnapshot;
 
 /// A memviz failure, with a message that says what was expected and what to do.
 #[derive(Debug, Clone)]
@@ -95,11 +94,19 @@ pub struct Options {
     pub max_entries: usize,
 }
 
-/// Reads and models a snapshot file (pickle, or JSON for `.json` files and
-/// files starting with `{`/`[`). Like the library's reader, it refuses
-/// what is not a regular file and files above
+/// Reads a snapshot file (pickle, or JSON for `.json` files and files
+/// starting with `{`/`[`) into the library's model with its reader
+/// ([`MemorySnapshot::from_value`]). Like the library's
+/// [`read_snapshot`](tensorguard::memory::read_snapshot), it refuses what
+/// is not a regular file and files above
 /// [`max_file_bytes`](snapshot_pickle::max_file_bytes).
-pub fn load(path: &Path) -> Result<Snapshot, MemvizError> {
+pub fn load(path: &Path) -> Result<MemorySnapshot, MemvizError> {
+    read(path).map(|(snap, _)| snap)
+}
+
+/// [`load`], plus the file's `allocator_settings` as `key=value` text in
+/// the file's order (what the report prints).
+fn read(path: &Path) -> Result<(MemorySnapshot, Vec<(String, String)>), MemvizError> {
     let what = path.display().to_string();
     if let Err(e) = std::fs::metadata(path) {
         let hint = if e.kind() == std::io::ErrorKind::NotFound {
@@ -129,11 +136,73 @@ pub fn load(path: &Path) -> Result<Snapshot, MemvizError> {
     } else {
         snapshot_pickle::decode(&data, &what)?
     };
-    Snapshot::from_value(&value, &what)
+    let snap = MemorySnapshot::from_value(&value, &what)?;
+    let mut settings = Vec::new();
+    if let Some(Value::Dict(d)) = &value.get("allocator_settings") {
+        for (k, v) in d.borrow().iter() {
+            settings.push((display(k), display(v)));
+        }
+    }
+    Ok((snap, settings))
+}
+
+/// How many levels and items of a setting's value [`display`] shows (a
+/// setting is a number, a string, or a small dict of numbers).
+const DISPLAY_DEPTH: usize = 3;
+const DISPLAY_ITEMS: usize = 64;
+
+/// Python's text of a setting's value, cut off (`…`) past
+/// [`DISPLAY_DEPTH`] levels and [`DISPLAY_ITEMS`] items per container, so
+/// a hostile setting cannot make the report huge.
+fn display(v: &Value) -> String {
+    display_at(v, 0)
+}
+
+fn display_at(v: &Value, depth: usize) -> String {
+    let is_container = matches!(v, Value::List(_) | Value::Tuple(_) | Value::Dict(_));
+    if is_container && depth >= DISPLAY_DEPTH {
+        return "…".into();
+    }
+    let join = |parts: Vec<String>, len: usize| {
+        let mut s = parts.join(", ");
+        if len > DISPLAY_ITEMS {
+            s.push_str(", …");
+        }
+        s
+    };
+    let item = |x: &Value| display_at(x, depth + 1);
+    match v {
+        Value::None => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Str(s) => s.to_string(),
+        Value::Bytes(b) => format!("<{} bytes>", b.len()),
+        Value::List(l) => {
+            let l = l.borrow();
+            let parts = l.iter().take(DISPLAY_ITEMS).map(item).collect();
+            format!("[{}]", join(parts, l.len()))
+        }
+        Value::Tuple(t) => {
+            let parts = t.iter().take(DISPLAY_ITEMS).map(item).collect();
+            format!("({})", join(parts, t.len()))
+        }
+        Value::Dict(d) => {
+            let d = d.borrow();
+            let parts = d
+                .iter()
+                .take(DISPLAY_ITEMS)
+                .map(|(k, v)| format!("{}: {}", item(k), item(v)))
+                .collect();
+            format!("{{{}}}", join(parts, d.len()))
+        }
+        Value::Object(o) => format!("<{o}>"),
+    }
 }
 
 /// The devices a report covers.
-pub fn devices(snap: &Snapshot, only: Option<usize>) -> Vec<usize> {
+pub fn devices(snap: &MemorySnapshot, only: Option<usize>) -> Vec<usize> {
     if let Some(d) = only {
         return vec![d];
     }
@@ -145,13 +214,9 @@ pub fn devices(snap: &Snapshot, only: Option<usize>) -> Vec<usize> {
         .map(|(d, _)| d)
         .collect();
     for s in &snap.segments {
-        if !with_trace.contains(&s.device)
-            && snap
-                .device_traces
-                .get(s.device)
-                .is_none_or(|t| t.is_empty())
-        {
-            with_trace.push(s.device);
+        let d = s.device as usize;
+        if !with_trace.contains(&d) && snap.device_traces.get(d).is_none_or(|t| t.is_empty()) {
+            with_trace.push(d);
         }
     }
     with_trace.sort_unstable();
@@ -187,13 +252,13 @@ pub fn devices(snap: &Snapshot, only: Option<usize>) -> Vec<usize> {
 /// assert!(run(&missing).unwrap_err().to_string().starts_with("cannot read the snapshot"));
 /// ```
 pub fn run(opts: &Options) -> Result<String, MemvizError> {
-    let snap = load(&opts.snapshot)?;
+    let (snap, settings) = read(&opts.snapshot)?;
     let devs = devices(&snap, opts.device);
     if let Some(d) = opts.device {
         let known = snap.device_traces.len().max(
             snap.segments
                 .iter()
-                .map(|s| s.device + 1)
+                .map(|s| s.device as usize + 1)
                 .max()
                 .unwrap_or(0),
         );
@@ -212,12 +277,8 @@ pub fn run(opts: &Options) -> Result<String, MemvizError> {
         snap.segments.len(),
         snap.device_traces.len()
     );
-    if !snap.allocator_settings.is_empty() {
-        let s: Vec<String> = snap
-            .allocator_settings
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+    if !settings.is_empty() {
+        let s: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push_str(&format!("allocator settings: {}\n", s.join(", ")));
     }
     if events == 0 {
@@ -233,13 +294,13 @@ pub fn run(opts: &Options) -> Result<String, MemvizError> {
             |e: MemvizError| MemvizError::new(format!("{}: {e}", opts.snapshot.display()));
         let tl = Timeline::build(&snap, d).map_err(in_file)?;
         let r = analyze(&snap, &tl, opts.top).map_err(in_file)?;
-        report::render_device(&mut out, &snap, &tl, &r, opts.frames, opts.sites);
+        report::render_device(&mut out, &tl, &r, opts.frames, opts.sites);
         timelines.push((tl, r));
     }
     // The plots show the first device reported (or the one asked for).
     if let Some((tl, r)) = timelines.first() {
         if let Some(path) = &opts.html {
-            html::write(path, &snap, tl, r, opts.max_entries, &opts.snapshot)?;
+            html::write(path, tl, r, opts.max_entries, &opts.snapshot)?;
             out.push_str(&format!("\nwrote {}\n", path.display()));
         }
         if let Some(path) = &opts.png {

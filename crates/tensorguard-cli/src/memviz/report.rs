@@ -5,7 +5,6 @@ use std::fmt::Write;
 use tensorguard::memory::format_bytes;
 
 use super::analyze::{short_file, DeviceReport, Timeline};
-use super::model::Snapshot;
 
 fn b(n: u64) -> String {
     format_bytes(n)
@@ -38,7 +37,6 @@ fn when(tl: &Timeline, t: u32) -> String {
 /// Renders one device's report; `frames` bounds the frames shown per allocation.
 pub fn render_device(
     out: &mut String,
-    snap: &Snapshot,
     tl: &Timeline,
     r: &DeviceReport,
     frames: usize,
@@ -92,7 +90,7 @@ pub fn render_device(
                 a.addr,
                 pct(a.size, peak)
             );
-            let fr: Vec<_> = snap.stack_frames(a.stack).collect();
+            let fr = &a.stack;
             if fr.is_empty() {
                 let _ = writeln!(out, "        <no frames recorded>");
             }
@@ -193,7 +191,7 @@ pub fn render_device(
             b(a.size),
             a.addr,
             a.start,
-            super::analyze::call_site(snap, a.stack)
+            super::analyze::call_site(&a.stack)
         );
     }
     if r.leaks.len() > frames.max(5) {

@@ -40,8 +40,10 @@ pub(crate) struct Launch<'a> {
     /// The user-facing op (`add_` for an in-place add).
     pub op: &'static str,
     pub site: &'static Location<'static>,
-    /// The profiler's range of the op, when a profile runs.
-    pub prof: Option<&'a crate::profiler::OpScope>,
+    /// A slot for the kernel's device time on a stream, when a profile
+    /// runs (asked for only by a backend that queues the kernel: an inline
+    /// kernel's time is the op's).
+    pub timing: &'a dyn Fn(StreamId) -> Option<crate::hooks::DeviceTiming>,
 }
 
 /// What a device provides: memory, streams that run work in order, a copy

@@ -38,7 +38,7 @@ pub(crate) struct CopyJob {
     /// The user's call site.
     pub site: &'static Location<'static>,
     /// Where the profiler stamps the copy's device time while a profile runs.
-    pub prof: Option<crate::profiler::DeviceTiming>,
+    pub prof: Option<crate::hooks::DeviceTiming>,
     /// Told how long the copy took (the transfer ledger's time column).
     pub done: Option<Box<dyn FnOnce(Duration) + Send>>,
 }

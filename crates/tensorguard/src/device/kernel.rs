@@ -311,5 +311,5 @@ pub(crate) struct Task {
     pub site: &'static Location<'static>,
     /// Where the stream worker stamps the kernel's device time while a
     /// profile runs.
-    pub prof: Option<crate::profiler::DeviceTiming>,
+    pub prof: Option<crate::hooks::DeviceTiming>,
 }

@@ -4,12 +4,13 @@
 //! caused them.
 //!
 //! Recording is off by default; the allocator then pays one relaxed atomic
-//! load per event. Turn it on with [`record_history`], read it with
-//! [`snapshot`](super::snapshot()) and write it for PyTorch's memory viewer with
-//! [`dump_snapshot`](super::dump_snapshot).
+//! load per event. Turn it on with [`record_history`](super::record_history),
+//! read it with [`snapshot`](super::snapshot()) and write it for PyTorch's
+//! memory viewer with [`dump_snapshot`](super::dump_snapshot); those live in
+//! `snapshot/`, which also resolves the raw entries into frames. This file
+//! is the ring buffer alone: it imports nothing else of `memory/`.
 
 use std::backtrace::Backtrace;
-use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,11 +18,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-
-use super::snapshot::{Frame, TraceEntry};
-use crate::device_id::Device;
-use crate::error::{Error, Result};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The default capacity of the ring buffer (PyTorch's default is unbounded;
 /// 100 000 events are about 5 MB here).
@@ -43,7 +40,7 @@ pub enum Stacks {
     Full,
 }
 
-/// How to record: see [`record_history`].
+/// How to record: see [`record_history`](super::record_history).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryOptions {
     /// Capacity of the ring buffer: the newest `max_entries` events are kept.
@@ -66,9 +63,10 @@ impl Default for HistoryOptions {
     }
 }
 
-/// What happened, with PyTorch's names (`TraceEntry::Action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What happened, with PyTorch's names (`TraceEntry::Action`). Written and
+/// read as PyTorch's strings; a name this version does not know (from a
+/// newer PyTorch) is kept as [`Action::Other`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     /// A block was handed out (`size` = bytes requested).
     Alloc,
@@ -76,7 +74,6 @@ pub enum Action {
     /// reserved until they pass that point (`active_pending_free`).
     FreeRequested,
     /// The block returned to the cache (older PyTorch files call it `free`).
-    #[serde(alias = "free")]
     FreeCompleted,
     /// A segment was obtained from the device (`size` = segment size).
     SegmentAlloc,
@@ -96,6 +93,9 @@ pub enum Action {
     /// Read from PyTorch's snapshots (not recorded here): metadata was
     /// attached to a live allocation (`_annotate_tensor`).
     Annotate,
+    /// Read from a snapshot: an action this version does not know, by the
+    /// name the file gives it (never recorded here).
+    Other(Arc<str>),
 }
 
 impl Action {
@@ -127,8 +127,20 @@ impl Action {
         ALL.into_iter().find(|a| a.as_str() == name)
     }
 
+    /// The action named `name`: [`parse`](Self::parse)'s, or
+    /// [`Action::Other`] for a name this version does not know.
+    ///
+    /// ```
+    /// use tensorguard::memory::Action;
+    /// assert_eq!(Action::from_name("oom"), Action::Oom);
+    /// assert_eq!(Action::from_name("something_new").as_str(), "something_new");
+    /// ```
+    pub fn from_name(name: &str) -> Action {
+        Action::parse(name).unwrap_or_else(|| Action::Other(name.into()))
+    }
+
     /// PyTorch's name of the action (`"alloc"`, `"free_requested"`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Action::Alloc => "alloc",
             Action::FreeRequested => "free_requested",
@@ -140,7 +152,21 @@ impl Action {
             Action::SegmentMap => "segment_map",
             Action::SegmentUnmap => "segment_unmap",
             Action::Annotate => "annotate",
+            Action::Other(name) => name,
         }
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Action, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(Action::from_name(&name))
     }
 }
 
@@ -285,105 +311,4 @@ impl History {
         out.extend_from_slice(&ring.entries[..ring.next]);
         out
     }
-}
-
-/// Start recording the allocator events of `device` into a ring buffer of
-/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
-/// also drops the recorded events). Calling it again while recording
-/// changes the options and keeps the events (unless `clear_history`).
-///
-/// ```
-/// use tensorguard::memory::{self, HistoryOptions, Stacks};
-/// use tensorguard::Device;
-/// # fn main() -> tensorguard::Result<()> {
-/// let dev = Device::Cpu;
-/// memory::record_history(&dev, HistoryOptions::default())?;
-/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
-/// memory::record_history(&dev, None)?;
-/// # Ok(()) }
-/// ```
-pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
-    let opts = opts.into();
-    if let Some(o) = &opts {
-        if o.max_entries == 0 {
-            return Err(Error::invalid(
-                "memory::record_history",
-                format!(
-                    "max_entries is 0, so no event of {device} could be kept. Use at least 1 (the default is {DEFAULT_MAX_ENTRIES}), or pass None to stop recording."
-                ),
-            ));
-        }
-    }
-    super::allocator(device)?.history.configure(opts.as_ref());
-    Ok(())
-}
-
-/// Whether [`record_history`] is recording on `device`.
-pub fn is_recording_history(device: &Device) -> bool {
-    super::allocator(device).is_ok_and(|a| a.history.is_on())
-}
-
-/// Resolve raw entries into PyTorch-layout trace entries. Backtraces shared
-/// by several entries are resolved once.
-pub(crate) fn resolve(entries: &[RawEntry]) -> Vec<TraceEntry> {
-    let mut sites: HashMap<*const Location<'static>, Vec<Frame>> = HashMap::new();
-    let mut traces: HashMap<*const Backtrace, Vec<Frame>> = HashMap::new();
-    entries
-        .iter()
-        .map(|e| {
-            let frames = match &e.context {
-                Context::None => Vec::new(),
-                Context::Site(loc) => sites
-                    .entry(*loc as *const _)
-                    .or_insert_with(|| vec![Frame::from_location(loc)])
-                    .clone(),
-                Context::Full(bt) => traces
-                    .entry(Arc::as_ptr(bt))
-                    .or_insert_with(|| parse_backtrace(&bt.to_string()))
-                    .clone(),
-            };
-            let (addr, device_free) = if e.action == Action::Oom {
-                (None, Some(e.addr as u64))
-            } else {
-                (Some(e.addr as u64), None)
-            };
-            TraceEntry {
-                action: e.action,
-                addr,
-                device_free,
-                size: e.size as u64,
-                stream: e.stream,
-                time_us: e.time_us,
-                frames,
-            }
-        })
-        .collect()
-}
-
-/// Frames of a `std::backtrace::Backtrace` printout: `N: name` lines, each
-/// optionally followed by `at file:line:col`.
-pub(crate) fn parse_backtrace(text: &str) -> Vec<Frame> {
-    let mut frames: Vec<Frame> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(rest) = t.strip_prefix("at ") {
-            if let Some(f) = frames.last_mut() {
-                let mut parts = rest.rsplitn(3, ':');
-                let (_col, line_no, file) = (parts.next(), parts.next(), parts.next());
-                if let (Some(l), Some(file)) = (line_no.and_then(|l| l.parse().ok()), file) {
-                    f.filename = file.to_owned();
-                    f.line = l;
-                }
-            }
-        } else if let Some((num, name)) = t.split_once(": ") {
-            if num.chars().all(|c| c.is_ascii_digit()) && !num.is_empty() {
-                frames.push(Frame {
-                    filename: "??".to_owned(),
-                    line: 0,
-                    name: name.to_owned(),
-                });
-            }
-        }
-    }
-    frames
 }

@@ -33,12 +33,11 @@ pub use pinned::{host_empty_cache, host_stats};
 pub(crate) use raw::{DevicePtr, HostRaw};
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
-pub use history::{
-    is_recording_history, record_history, Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES,
-};
+pub use history::{Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES};
 pub use snapshot::{
-    check_viewer_pickle, dump_snapshot, read_snapshot, snapshot, AllocatorSettings, BlockState,
-    Frame, MemorySnapshot, SegmentType, SnapshotBlock, SnapshotSegment, TraceEntry,
+    check_viewer_pickle, dump_snapshot, is_recording_history, read_snapshot, record_history,
+    snapshot, AllocatorSettings, BlockState, Frame, Frames, MemorySnapshot, SegmentType,
+    SnapshotBlock, SnapshotSegment, TraceEntry,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 // the one pickle decoder (read_snapshot and `tensorguard memviz`)
@@ -64,7 +63,7 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
-    /// Whose memory this is (the access rule; the profiler's accounting).
+    /// Whose memory this is (the access rule; the observers' accounting, `crate::hooks`).
     device: Device,
 }
 
@@ -95,7 +94,7 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
             .map_err(Error::OutOfMemory)?;
-        crate::profiler::on_alloc(device, bytes);
+        crate::hooks::on_alloc(device, bytes);
         Ok(Buffer::from_allocation(alloc, allocator, bytes, *device))
     }
 
@@ -216,7 +215,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(a) = self.alloc.take() {
             self.allocator.free(a);
-            crate::profiler::on_free(&self.device, self.len);
+            crate::hooks::on_free(&self.device, self.len);
         }
     }
 }

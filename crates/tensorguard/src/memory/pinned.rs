@@ -30,7 +30,7 @@ impl Buffer {
         let alloc = allocator
             .allocate_with(bytes, 0, site, &mut || false)
             .map_err(Error::OutOfMemory)?;
-        crate::profiler::on_alloc(&Device::Cpu, bytes);
+        crate::hooks::on_alloc(&Device::Cpu, bytes);
         Ok(Buffer::from_allocation(
             alloc,
             allocator,

@@ -137,7 +137,7 @@ pub(crate) fn launch(
             ins: &i,
             op,
             site,
-            prof: prof.as_ref(),
+            timing: &|s| prof.as_ref().and_then(|p| p.device_timing(s)),
         },
     )?;
     if let Some(seq) = queued {

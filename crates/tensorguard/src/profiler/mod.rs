@@ -59,9 +59,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use averages::{GroupBy, KeyAverage, KeyAverages};
-pub(crate) use record::{
-    active, mark_stream_worker, on_alloc, on_free, op_begin, DeviceTiming, OpScope,
-};
+pub(crate) use record::{active, op_begin};
 pub use table::SortBy;
 
 use crate::device_id::Device;
@@ -435,51 +433,6 @@ impl RecordFunction {
     /// True when the range is being recorded (a profile is running).
     pub fn is_recording(&self) -> bool {
         self.scope.is_some()
-    }
-}
-
-/// Crate-internal: a scope around one transfer of `bytes` from `src` to
-/// `dst` started at `site`. Everything the thread does until it drops
-/// (staging copies, allocations) is nested under it; the event is named
-/// `name` and carries a [`Transfer`]. None (one atomic load) when off.
-pub(crate) fn transfer_scope(
-    name: &'static str,
-    src: Device,
-    dst: Device,
-    bytes: usize,
-    site: &'static Location<'static>,
-) -> Option<TransferScope> {
-    if !active() {
-        return None;
-    }
-    let t = Transfer {
-        kind: TransferKind::between(&src, &dst),
-        bytes,
-        src,
-        dst,
-    };
-    record::range_begin(
-        Cow::Borrowed(name),
-        EventKind::Transfer,
-        dst,
-        Some(site),
-        Some(t),
-    )
-    .map(TransferScope)
-}
-
-/// Ends a transfer's event when dropped.
-pub(crate) struct TransferScope(record::Scope);
-
-impl TransferScope {
-    /// A slot for the copy this transfer queues on `stream` of the
-    /// transfer's device: the code that runs the copy (a kernel task's
-    /// `prof`, or a host function queued on the stream) calls
-    /// `DeviceTiming::running` around it, and the copy's time shows as the
-    /// transfer's device time, on that stream's track.
-    #[cfg_attr(not(test), allow(dead_code))] // for the copy engine's asynchronous paths
-    pub(crate) fn device_timing(&self, stream: StreamId) -> Option<DeviceTiming> {
-        self.0.device_timing(stream)
     }
 }
 

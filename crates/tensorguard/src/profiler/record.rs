@@ -1,6 +1,6 @@
-//! Recording: the global on/off switch, the per-thread event logs and the
-//! hooks the runtime calls (ops, ranges, transfers, allocations, device
-//! kernels).
+//! Recording: the global on/off switch, the per-thread event logs, the
+//! hooks ops and ranges call, and the observer the profiler registers with
+//! [`crate::hooks`] while it runs (allocations, transfers, device kernels).
 //!
 //! With no profile running every hook costs one relaxed atomic load. While
 //! one runs, each thread that does something worth recording registers a log
@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::{EventKind, ProfileOptions, Transfer};
+use super::{EventKind, ProfileOptions, Transfer, TransferKind};
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::hooks::{self, DeviceSlot, DeviceTiming, MemoryObserver, RangeToken, TransferObserver};
 
 /// The one flag every hook reads (relaxed) when profiling is off.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -70,14 +71,6 @@ pub(crate) struct ThreadLog {
     pub events: Vec<Raw>,
 }
 
-/// A slot a stream worker stamps when it runs a profiled kernel.
-pub(crate) struct DeviceSlot {
-    epoch: Instant,
-    start: AtomicU64,
-    end: AtomicU64,
-    done: AtomicBool,
-}
-
 /// Where a device slot's times go: the event of a thread's log.
 struct SlotTarget {
     log: Arc<Mutex<ThreadLog>>,
@@ -116,18 +109,6 @@ fn mem_slot(device: &Device) -> usize {
     usize::from(!device.is_cpu())
 }
 
-thread_local! {
-    /// Set on a device's stream worker threads: their work is device time,
-    /// not host ops of a thread to record.
-    static STREAM_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Called by a device when it starts a stream worker thread (the device
-/// tells the profiler; the profiler never asks the device).
-pub(crate) fn mark_stream_worker() {
-    STREAM_WORKER.with(|w| w.set(true));
-}
-
 /// Run `f` with this thread's state for the running session, registering
 /// the thread on first use. None when no session runs (or the thread is a
 /// stream worker, whose work is recorded as device time instead).
@@ -140,7 +121,8 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
             if stale {
                 let session = SESSION.lock().clone()?;
                 let tid = THREAD_ID.with(|t| *t);
-                if STREAM_WORKER.with(|w| w.get())
+                // a stream worker's work is device time, not host activity
+                if hooks::is_stream_worker()
                     || (session.opts.current_thread_only && tid != session.owner)
                 {
                     return None;
@@ -251,53 +233,59 @@ fn blank(name: Cow<'static, str>, kind: EventKind, start: u64, device: Device) -
     }
 }
 
+/// A slot for device work the event `at` queues on `stream`: whoever runs
+/// it calls [`DeviceTiming::running`] around it.
+fn device_timing_at(at: RangeToken, stream: StreamId) -> Option<DeviceTiming> {
+    with_local(|l| {
+        if l.session.id != at.session {
+            return None;
+        }
+        let slot = DeviceSlot::new(l.session.epoch);
+        l.session.slots.lock().push(SlotTarget {
+            log: Arc::clone(&l.log),
+            index: at.index,
+            stream,
+            slot: Arc::clone(&slot),
+        });
+        Some(DeviceTiming(slot))
+    })
+    .flatten()
+}
+
+/// Close the event `at` of this thread's log.
+fn close_at(at: RangeToken) {
+    with_local(|l| {
+        if l.session.id == at.session {
+            // what the event allocated and no op inside claimed is its own
+            if l.stack.last().map(|s| s.0) == Some(at.index) {
+                l.flush_pending();
+            }
+            l.close(at.index);
+        }
+    });
+}
+
 /// Closes its event when dropped.
 pub(crate) struct Scope {
-    session: u64,
-    index: usize,
+    at: RangeToken,
 }
 
 impl Scope {
     /// A slot for device work this event queues on `stream`: whoever runs
     /// it calls [`DeviceTiming::running`] around it.
     pub(crate) fn device_timing(&self, stream: StreamId) -> Option<DeviceTiming> {
-        with_local(|l| {
-            if l.session.id != self.session {
-                return None;
-            }
-            let slot = Arc::new(DeviceSlot {
-                epoch: l.session.epoch,
-                start: AtomicU64::new(0),
-                end: AtomicU64::new(0),
-                done: AtomicBool::new(false),
-            });
-            l.session.slots.lock().push(SlotTarget {
-                log: Arc::clone(&l.log),
-                index: self.index,
-                stream,
-                slot: Arc::clone(&slot),
-            });
-            Some(DeviceTiming(slot))
-        })
-        .flatten()
+        device_timing_at(self.at, stream)
     }
 
-    fn close(&self) {
-        with_local(|l| {
-            if l.session.id == self.session {
-                // what the event allocated and no op inside claimed is its own
-                if l.stack.last().map(|s| s.0) == Some(self.index) {
-                    l.flush_pending();
-                }
-                l.close(self.index);
-            }
-        });
+    /// The event, left open (closed later by [`close_at`]).
+    fn into_token(self) -> RangeToken {
+        std::mem::ManuallyDrop::new(self).at
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        self.close();
+        close_at(self.at);
     }
 }
 
@@ -356,8 +344,10 @@ fn op_begin_slow(
         let index = l.push(raw);
         OpScope {
             scope: Scope {
-                session: l.session.id,
-                index,
+                at: RangeToken {
+                    session: l.session.id,
+                    index,
+                },
             },
         }
     })
@@ -382,26 +372,69 @@ pub(crate) fn range_begin(
         raw.transfer = transfer;
         let index = l.push(raw);
         Scope {
-            session: l.session.id,
-            index,
+            at: RangeToken {
+                session: l.session.id,
+                index,
+            },
         }
     })
 }
 
-/// `bytes` were allocated on `device` (called by `Buffer::new_on`).
-#[inline]
-pub(crate) fn on_alloc(device: &Device, bytes: usize) {
-    if active() {
+/// What the profiler registers with [`crate::hooks`] while it runs.
+struct Observer;
+
+static OBSERVER: Observer = Observer;
+
+impl MemoryObserver for Observer {
+    fn on_alloc(&self, device: &Device, bytes: usize) {
         on_memory(device, bytes as i64, true);
+    }
+
+    fn on_free(&self, device: &Device, bytes: usize) {
+        on_memory(device, -(bytes as i64), false);
     }
 }
 
-/// `bytes` were freed on `device` (called when a `Buffer` drops).
-#[inline]
-pub(crate) fn on_free(device: &Device, bytes: usize) {
-    if active() {
-        on_memory(device, -(bytes as i64), false);
+impl TransferObserver for Observer {
+    /// The transfer's event, named `name` and carrying a [`Transfer`], on
+    /// the destination's device.
+    fn begin(
+        &self,
+        name: &'static str,
+        src: Device,
+        dst: Device,
+        bytes: usize,
+        site: &'static Location<'static>,
+    ) -> Option<RangeToken> {
+        let t = Transfer {
+            kind: TransferKind::between(&src, &dst),
+            bytes,
+            src,
+            dst,
+        };
+        range_begin(
+            Cow::Borrowed(name),
+            EventKind::Transfer,
+            dst,
+            Some(site),
+            Some(t),
+        )
+        .map(Scope::into_token)
     }
+
+    fn device_timing(&self, range: RangeToken, stream: StreamId) -> Option<DeviceTiming> {
+        device_timing_at(range, stream)
+    }
+
+    fn end(&self, range: RangeToken) {
+        close_at(range);
+    }
+}
+
+/// Report allocations and transfers to this profiler (`true`) or stop.
+fn observe(on: bool) {
+    hooks::observe_memory(on.then_some(&OBSERVER as &'static dyn MemoryObserver));
+    hooks::observe_transfers(on.then_some(&OBSERVER as &'static dyn TransferObserver));
 }
 
 #[cold]
@@ -425,37 +458,6 @@ fn on_memory(device: &Device, bytes: i64, alloc: bool) {
             l.charge(slot, bytes, *device);
         }
     });
-}
-
-/// Device time of one queued kernel: the stream worker calls
-/// [`DeviceTiming::running`] around the kernel.
-pub(crate) struct DeviceTiming(Arc<DeviceSlot>);
-
-impl DeviceTiming {
-    /// Stamp the start now and the end when the returned guard drops.
-    pub(crate) fn running(&self) -> RunningKernel<'_> {
-        self.0
-            .start
-            .store(now_ns(self.0.epoch).max(1), Ordering::Relaxed);
-        RunningKernel(&self.0)
-    }
-}
-
-impl Drop for DeviceTiming {
-    fn drop(&mut self) {
-        // a task dropped without running still lets the profile finish
-        self.0.done.store(true, Ordering::Release);
-    }
-}
-
-/// Stamps the end of a kernel when dropped.
-pub(crate) struct RunningKernel<'a>(&'a DeviceSlot);
-
-impl Drop for RunningKernel<'_> {
-    fn drop(&mut self) {
-        self.0.end.store(now_ns(self.0.epoch), Ordering::Relaxed);
-        self.0.done.store(true, Ordering::Release);
-    }
 }
 
 /// A running session; stopping it (or dropping it) ends the recording.
@@ -483,6 +485,7 @@ pub(crate) fn start(opts: ProfileOptions) -> Result<Running> {
     CURRENT_ID.store(session.id, Ordering::Release);
     *global = Some(Arc::clone(&session));
     ACTIVE.store(true, Ordering::SeqCst);
+    observe(true);
     drop(global);
     // register the profiling thread now so its memory events are counted
     with_local(|_| ());
@@ -519,6 +522,7 @@ impl Running {
                 l.flush_pending();
             }
         });
+        observe(false);
         ACTIVE.store(false, Ordering::SeqCst);
         CURRENT_ID.store(0, Ordering::Release);
         *SESSION.lock() = None;
@@ -532,7 +536,7 @@ impl Running {
         let slots = std::mem::take(&mut *session.slots.lock());
         for s in &slots {
             let mut spins = 0u32;
-            while !s.slot.done.load(Ordering::Acquire) {
+            while !s.slot.done() {
                 spins += 1;
                 if spins < 1000 {
                     std::hint::spin_loop();
@@ -540,10 +544,7 @@ impl Running {
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
-            let (a, b) = (
-                s.slot.start.load(Ordering::Relaxed),
-                s.slot.end.load(Ordering::Relaxed),
-            );
+            let (a, b) = s.slot.span();
             if a > 0 {
                 if let Some(e) = s.log.lock().events.get_mut(s.index) {
                     e.device_span = Some((s.stream, a, b.max(a)));

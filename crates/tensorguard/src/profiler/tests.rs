@@ -1,14 +1,15 @@
-//! The crate-internal transfer API: a transfer's device work, timed by the
-//! code that runs it on a stream.
+//! The profiler as the transfers' observer (`crate::hooks`): a transfer's
+//! range and its device work, timed by the code that runs it on a stream.
 
 use std::panic::Location;
 
-use super::{profile, transfer_scope, EventKind, ProfileOptions, TransferKind};
+use super::{profile, EventKind, ProfileOptions, TransferKind};
 use crate::device::backend::backend;
 use crate::device_id::Device;
+use crate::hooks::transfer_range;
 
 #[test]
-fn transfer_scope_times_device_work_queued_on_a_stream() {
+fn transfer_range_times_device_work_queued_on_a_stream() {
     let dev = Device::Emulated(0);
     let b = backend(&dev).unwrap();
     let opts = ProfileOptions {
@@ -16,7 +17,7 @@ fn transfer_scope_times_device_work_queued_on_a_stream() {
         ..Default::default()
     };
     let ((), prof) = profile(opts, || {
-        let scope = transfer_scope("to", Device::Cpu, dev, 4096, Location::caller());
+        let scope = transfer_range("to", Device::Cpu, dev, 4096, Location::caller());
         let timing = scope.as_ref().and_then(|s| s.device_timing(0));
         assert!(timing.is_some());
         b.host_fn(
@@ -49,6 +50,6 @@ fn transfer_scope_times_device_work_queued_on_a_stream() {
             .self_device_time_total,
         span.duration()
     );
-    // off: no scope, nothing to time
-    assert!(transfer_scope("to", Device::Cpu, dev, 1, Location::caller()).is_none());
+    // off: no range, nothing to time
+    assert!(transfer_range("to", Device::Cpu, dev, 1, Location::caller()).is_none());
 }

@@ -76,7 +76,7 @@ thread_local! {
 /// to it once the copy ran) and its profiler range (while alive).
 pub(crate) struct Accounting {
     pub cell: Option<&'static SiteCell>,
-    pub prof: Option<crate::profiler::TransferScope>,
+    pub prof: Option<crate::hooks::TransferRange>,
 }
 
 /// Start the bookkeeping of a copy named `op` of `bytes` from `src` to
@@ -112,7 +112,7 @@ pub(crate) fn account(
     });
     Accounting {
         cell,
-        prof: crate::profiler::transfer_scope(op, src, dst, bytes, site),
+        prof: crate::hooks::transfer_range(op, src, dst, bytes, site),
     }
 }
 

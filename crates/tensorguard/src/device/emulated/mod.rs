@@ -92,7 +92,7 @@ impl Backend for Emulated {
             outs: l.outs.iter().map(|a| a.to_owned()).collect(),
             ins: l.ins.iter().map(|a| a.to_owned()).collect(),
             site: l.site,
-            prof: l.prof.and_then(|p| p.device_timing(stream)),
+            prof: (l.timing)(stream),
         };
         Ok(Some(
             self.worker(stream)?.push(Work::Kernel(Box::new(task))),

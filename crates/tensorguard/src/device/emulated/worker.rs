@@ -150,7 +150,7 @@ impl Worker {
         ON_WORKER.with(|w| w.set(true));
         // its device's memory is reachable from here only: Note [Opaque device memory]
         crate::memory::enter_device_thread(self.device);
-        crate::profiler::mark_stream_worker();
+        crate::hooks::mark_stream_worker();
         let mut last = 0;
         loop {
             let job = {

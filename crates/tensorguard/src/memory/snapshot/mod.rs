@@ -6,6 +6,8 @@
 //! as JSON.
 
 pub(crate) mod pickle;
+mod read;
+mod resolve;
 pub mod unpickle;
 
 pub use pickle::check_viewer_pickle;
@@ -15,34 +17,42 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::panic::Location;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::caching::{BlockState as RawState, PoolKind};
-use super::history::{resolve, Action};
+use super::history::{Action, HistoryOptions, DEFAULT_MAX_ENTRIES};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
+use resolve::resolve;
 
-/// One stack frame, as PyTorch writes it.
+/// One stack frame, as PyTorch writes it. Its strings are shared: a
+/// snapshot of a million events holds each distinct frame once.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Frame {
     /// Source file.
-    pub filename: String,
+    pub filename: Arc<str>,
     /// Line in `filename` (0 when unknown).
     pub line: u32,
     /// Function name (`"??"` when unknown, e.g. for a call site).
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl Frame {
     pub(crate) fn from_location(loc: &Location<'_>) -> Frame {
         Frame {
-            filename: loc.file().to_owned(),
+            filename: loc.file().into(),
             line: loc.line(),
-            name: "??".to_owned(),
+            name: "??".into(),
         }
     }
 }
+
+/// The frames of one stack, innermost first, shared by every event and
+/// block with the same stack (PyTorch's pickles share them too), so
+/// cloning one is cheap.
+pub type Frames = Arc<[Frame]>;
 
 /// One allocator event (PyTorch's trace entry).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,15 +77,16 @@ pub struct TraceEntry {
     /// active bytes (snapshot).
     #[serde(serialize_with = "int")]
     pub size: u64,
-    /// Stream number.
+    /// Stream (a number here; PyTorch writes the `cudaStream_t` as an int).
     #[serde(default)]
-    pub stream: u32,
-    /// Wall-clock time in microseconds since the Unix epoch.
+    pub stream: i64,
+    /// Wall-clock time in microseconds since the Unix epoch (0 when the
+    /// file did not record it).
     #[serde(default)]
     pub time_us: i64,
     /// Innermost first; empty when recorded without stacks.
     #[serde(default)]
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
 }
 
 /// State of a block, with PyTorch's names.
@@ -119,7 +130,7 @@ pub struct SnapshotBlock {
     pub state: BlockState,
     /// Where an active block was allocated (its call site); empty otherwise.
     #[serde(default)]
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
 }
 
 /// One segment obtained from the device, blocks in address order.
@@ -142,9 +153,9 @@ pub struct SnapshotSegment {
     /// Bytes requested by the active blocks.
     #[serde(default, serialize_with = "int")]
     pub requested_size: u64,
-    /// Stream of the segment.
+    /// Stream of the segment (as [`TraceEntry::stream`]).
     #[serde(default)]
-    pub stream: u32,
+    pub stream: i64,
     /// `small` or `large`.
     pub segment_type: SegmentType,
     /// Private pool id (a tuple in PyTorch's pickles); `(0, 0)` (no
@@ -157,7 +168,7 @@ pub struct SnapshotSegment {
     /// Frames of the segment's allocation (not tracked: empty, as PyTorch
     /// without context).
     #[serde(default)]
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
     /// The blocks.
     pub blocks: Vec<SnapshotBlock>,
 }
@@ -233,6 +244,42 @@ fn opt_int<S: Serializer>(v: &Option<u64>, s: S) -> std::result::Result<S::Ok, S
     }
 }
 
+/// Start recording the allocator events of `device` into a ring buffer of
+/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
+/// also drops the recorded events). Calling it again while recording
+/// changes the options and keeps the events (unless `clear_history`).
+///
+/// ```
+/// use tensorguard::memory::{self, HistoryOptions, Stacks};
+/// use tensorguard::Device;
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
+/// memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
+    let opts = opts.into();
+    if let Some(o) = &opts {
+        if o.max_entries == 0 {
+            return Err(Error::invalid(
+                "memory::record_history",
+                format!(
+                    "max_entries is 0, so no event of {device} could be kept. Use at least 1 (the default is {DEFAULT_MAX_ENTRIES}), or pass None to stop recording."
+                ),
+            ));
+        }
+    }
+    super::allocator(device)?.history.configure(opts.as_ref());
+    Ok(())
+}
+
+/// Whether [`record_history`] is recording on `device`.
+pub fn is_recording_history(device: &Device) -> bool {
+    super::allocator(device).is_ok_and(|a| a.history.is_on())
+}
+
 fn device_index(device: &Device) -> usize {
     match device {
         Device::Cpu => 0,
@@ -253,7 +300,7 @@ fn device_index(device: &Device) -> usize {
 /// memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
 /// drop(Tensor::zeros([256], DType::F32, &dev)?);
 /// let snap = memory::snapshot(&dev)?;
-/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action).collect();
+/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action.clone()).collect();
 /// assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
 /// memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
 /// # Ok(()) }
@@ -299,14 +346,14 @@ pub fn snapshot(device: &Device) -> Result<MemorySnapshot> {
                 allocated_size: allocated,
                 active_size: active,
                 requested_size: s.requested_size as u64,
-                stream: s.stream,
+                stream: i64::from(s.stream),
                 segment_type: match s.pool {
                     PoolKind::Small => SegmentType::Small,
                     PoolKind::Large => SegmentType::Large,
                 },
                 segment_pool_id: (0, 0),
                 is_expandable: false,
-                frames: Vec::new(),
+                frames: Frames::default(),
                 blocks,
             }
         })
@@ -362,11 +409,12 @@ impl MemorySnapshot {
     /// Read a snapshot written by [`save`](Self::save) or by PyTorch's
     /// `torch.cuda.memory._dump_snapshot`: JSON when `path` ends in `.json`,
     /// a pickle otherwise (decoded with [`snapshot_pickle`](crate::memory::snapshot_pickle),
-    /// which accepts the shared containers PyTorch's pickler writes). Keys
-    /// this layout does not have (`compile_context`, `user_metadata`, ...)
-    /// are ignored; keys older PyTorch versions do not write
-    /// (`requested_size`, `time_us`, `allocator_settings`, ...) default to 0,
-    /// empty or PyTorch's default settings.
+    /// which accepts the shared containers PyTorch's pickler writes), then
+    /// read by [`from_value`](Self::from_value), the one reader: keys this
+    /// layout does not have (`compile_context`, `user_metadata`, ...) are
+    /// ignored; keys older PyTorch versions do not write default to what
+    /// they mean (a block's `requested_size` to its `size`, `time_us` to 0,
+    /// `allocator_settings` to PyTorch's defaults).
     ///
     /// Only regular files of at most
     /// [`max_file_bytes`](crate::memory::snapshot_pickle::max_file_bytes)
@@ -377,18 +425,55 @@ impl MemorySnapshot {
         let path = path.as_ref();
         let op = "memory::read_snapshot";
         let data = unpickle::read_file_as(op, path)?;
+        let what = path.display().to_string();
         if is_json(path) {
-            return serde_json::from_slice(&data).map_err(|e| {
+            let invalid = |e: String| {
                 Error::invalid(
                     op,
                     format!(
-                        "{} is not a memory snapshot JSON: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot (JSON files must end in .json).",
-                        path.display()
+                        "{what} is not a memory snapshot JSON: {e} Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot (JSON files must end in .json)."
                     ),
                 )
-            });
+            };
+            let json: serde_json::Value =
+                serde_json::from_slice(&data).map_err(|e| invalid(format!("{e}.")))?;
+            return read::snapshot(&unpickle::Value::from_json(json), &what).map_err(invalid);
         }
-        pickle::read(op, &data, &path.display().to_string())
+        pickle::read(op, &data, &what)
+    }
+
+    /// The largest size in bytes a snapshot can hold: PyTorch writes sizes
+    /// as signed 64-bit integers.
+    pub const MAX_BYTES: u64 = i64::MAX as u64;
+
+    /// The snapshot in a decoded file (a pickle decoded by
+    /// [`snapshot_pickle::decode`](crate::memory::snapshot_pickle::decode),
+    /// or JSON through [`Value::from_json`](crate::memory::snapshot_pickle::Value::from_json));
+    /// `what` names the file in errors. This is the reader behind
+    /// [`load`](Self::load) and `tensorguard memviz`; it accepts what
+    /// PyTorch versions write: unknown keys are ignored, a bare list reads
+    /// as the segments, missing optional keys take PyTorch's meaning
+    /// (`requested_size`: the block's size, `time_us`: 0, the settings:
+    /// PyTorch's defaults), actions it does not know are kept as
+    /// [`Action::Other`], and equal frames and stacks are shared.
+    ///
+    /// ```
+    /// use tensorguard::memory::{snapshot_pickle::Value, Action, MemorySnapshot};
+    /// let json = r#"{"segments": [], "device_traces": [[
+    ///     {"action": "alloc", "addr": 4096, "size": 512},
+    ///     {"action": "a_new_action", "size": 0}]]}"#;
+    /// let v = Value::from_json(serde_json::from_str(json).unwrap());
+    /// let snap = MemorySnapshot::from_value(&v, "example.json")?;
+    /// assert_eq!(snap.device_traces[0][0].addr, Some(4096));
+    /// assert_eq!(snap.device_traces[0][1].action.as_str(), "a_new_action");
+    ///
+    /// let v = Value::from_json(serde_json::from_str(r#"{"segments": 3}"#).unwrap());
+    /// let err = MemorySnapshot::from_value(&v, "bad.json").unwrap_err();
+    /// assert!(err.to_string().contains("`segments` is a int, expected a list"));
+    /// # Ok::<(), tensorguard::Error>(())
+    /// ```
+    pub fn from_value(value: &unpickle::Value, what: &str) -> Result<MemorySnapshot> {
+        read::snapshot(value, what).map_err(|m| Error::invalid("MemorySnapshot::from_value", m))
     }
 }
 

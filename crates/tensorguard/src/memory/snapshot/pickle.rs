@@ -26,11 +26,11 @@ pub(crate) fn write(w: &mut impl Write, snap: &MemorySnapshot) -> serde_pickle::
 /// `_dump_snapshot`; `what` names the file in errors, `op` the API called.
 pub(crate) fn read(op: &'static str, data: &[u8], what: &str) -> crate::Result<MemorySnapshot> {
     let value = unpickle::decode_as(op, data, what)?;
-    unpickle::de::from_value(&value).map_err(|e| {
+    super::read::snapshot(&value, what).map_err(|e| {
         Error::invalid(
             op,
             format!(
-                "{what} is not a memory snapshot pickle: {e}. Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot."
+                "{what} is not a memory snapshot pickle: {e} Pass a file written by memory::dump_snapshot or torch.cuda.memory._dump_snapshot."
             ),
         )
     })
@@ -280,16 +280,17 @@ mod tests {
             line: 7,
             name: "step".into(),
         };
-        assert_eq!(seg.blocks[0].frames, std::slice::from_ref(&frame));
-        assert_eq!(seg.blocks[0].requested_size, 0);
+        assert_eq!(&*seg.blocks[0].frames, std::slice::from_ref(&frame));
+        // no `requested_size`: the block's size, as PyTorch's viewer reads it
+        assert_eq!(seg.blocks[0].requested_size, seg.blocks[0].size);
         assert_eq!(seg.blocks[1].state, crate::memory::BlockState::Inactive);
         let trace = &snap.device_traces[0];
-        let actions: Vec<_> = trace.iter().map(|e| e.action).collect();
+        let actions: Vec<_> = trace.iter().map(|e| e.action.clone()).collect();
         assert_eq!(
             actions,
             [Action::SegmentMap, Action::Alloc, Action::Annotate]
         );
-        assert_eq!(trace[1].frames, [frame]);
+        assert_eq!(&*trace[1].frames, [frame]);
         assert_eq!((trace[1].size, trace[1].time_us), (500, 0));
         assert_eq!(snap.allocator_settings, AllocatorSettings::default());
 
@@ -302,7 +303,7 @@ mod tests {
         let err = read("test", &[0x80, 4, b'}', b'.'], "empty_dict.pickle").unwrap_err();
         assert!(
             err.to_string().contains(
-                "empty_dict.pickle is not a memory snapshot pickle: missing field `segments`"
+                "empty_dict.pickle is not a memory snapshot pickle: empty_dict.pickle is a dict without a `segments` key"
             ),
             "{err}"
         );

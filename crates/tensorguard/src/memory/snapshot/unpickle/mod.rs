@@ -13,9 +13,9 @@
 //! snapshot from loading.
 //!
 //! Exported as `tensorguard::memory::snapshot_pickle` for tools that read
-//! snapshot files their own way (`tensorguard memviz` builds its analysis
-//! model from [`Value`]); most code wants
-//! [`read_snapshot`](crate::memory::read_snapshot) instead.
+//! snapshot files their own way (`tensorguard memviz` decodes, then reads
+//! the [`Value`] with [`MemorySnapshot::from_value`](crate::memory::MemorySnapshot::from_value));
+//! most code wants [`read_snapshot`](crate::memory::read_snapshot) instead.
 //!
 //! ```
 //! use tensorguard::memory::snapshot_pickle::{decode, Value};
@@ -40,7 +40,6 @@
 //!
 //! [`MemorySnapshot::load`]: crate::memory::MemorySnapshot::load
 
-pub(crate) mod de;
 mod file;
 mod limits;
 mod value;
