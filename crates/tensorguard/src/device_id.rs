@@ -84,7 +84,7 @@ impl fmt::Display for Device {
 
 /// A stream's number on its device (0 is the default stream). Blocks the
 /// allocator frees on one stream are reused on that stream (see Note
-/// [Stream-ordered reuse] in `memory/caching`).
+/// [Stream-ordered reuse] in `memory/alloc/caching`).
 pub(crate) type StreamId = u32;
 
 /// Which way a copy goes.

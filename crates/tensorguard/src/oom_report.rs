@@ -47,7 +47,7 @@ pub struct OomReport {
     /// The biggest live allocations (at most 5), biggest first.
     pub top_allocations: Vec<LiveAllocation>,
     /// The allocator's small-request limit and large-segment size, for the
-    /// advice (see Note [Small and large pools] in `memory/caching`).
+    /// advice (see Note [Small and large pools] in `memory/alloc/caching`).
     pub(crate) small_size: usize,
     pub(crate) min_large_alloc: usize,
 }

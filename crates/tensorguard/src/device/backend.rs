@@ -18,7 +18,7 @@ use super::emulated::Emulated;
 use super::kernel::{Arg, Kernel};
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
-use crate::memory::{Buffer, CachingAllocator};
+use crate::memory::alloc::{Buffer, CachingAllocator};
 
 /// Host work queued on a stream (event records): it runs in stream order
 /// on the device's worker (CUDA's `cuLaunchHostFunc`).
@@ -99,6 +99,24 @@ pub(crate) trait Backend: Send + Sync {
     fn reclaim(&self, wait: bool) -> bool;
 }
 
+/// Allocate `bytes` on `device` for use on `stream`: the device asks its
+/// allocator, first giving back deferred blocks whose events completed, and
+/// when the device is full, waiting for them all before the allocator
+/// fails (Note [Cross-stream lifetime]). The memory's values are
+/// unspecified.
+pub(crate) fn alloc_buffer(
+    device: &Device,
+    stream: StreamId,
+    bytes: usize,
+    site: &'static Location<'static>,
+) -> Result<Buffer> {
+    let b = backend(device)?;
+    b.reclaim(false);
+    Buffer::new_in(b.allocator(), device, stream, bytes, site, &mut || {
+        b.reclaim(true)
+    })
+}
+
 /// The host device: synchronous, one implicit stream; kernels run inline
 /// on the calling thread.
 pub(crate) struct Cpu {
@@ -169,7 +187,7 @@ impl Backend for Cpu {
 static CPU: LazyLock<Cpu> = LazyLock::new(|| Cpu {
     allocator: CachingAllocator::new(
         "cpu".to_string(),
-        Box::new(crate::memory::HostRaw::new(None)),
+        Box::new(crate::memory::alloc::HostRaw::new(None)),
     ),
 });
 

@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 
 use super::backend::emulated_started;
 use crate::error::{Error, Result};
-use crate::memory::parse_bytes;
+use crate::memory::alloc::parse_bytes;
 
 /// How many emulated devices exist and the memory capacity of each.
 ///
@@ -107,7 +107,7 @@ impl EmulatedConfig {
             if cap == 0 || cap > MAX_EMULATED_CAPACITY {
                 return Err(format!(
                     "emu:{i} would have a capacity of {cap} bytes, but a capacity must be between 1 byte and {} ({MAX_EMULATED_CAPACITY} bytes).",
-                    crate::memory::format_bytes(MAX_EMULATED_CAPACITY as u64)
+                    crate::memory::alloc::format_bytes(MAX_EMULATED_CAPACITY as u64)
                 ));
             }
         }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::Storage;
 use crate::error::{Error, Result};
-use crate::memory::PeerAccess;
+use crate::memory::alloc::PeerAccess;
 
 /// One side of a copy: a storage and a byte offset into it.
 pub(crate) struct CopyEnd {
@@ -47,7 +47,7 @@ impl CopyJob {
     /// Run the copy on the calling thread, which must be allowed to touch
     /// both memories as host memory: the cpu for host → host, a device's
     /// worker for a copy to or from its device (a peer's memory is opened
-    /// for the copy: Note [Opaque device memory] in `memory/access.rs`).
+    /// for the copy: Note [Opaque device memory] in `memory/alloc/access.rs`).
     ///
     /// A source written by a failed kernel is not copied: the destination is
     /// poisoned with the same cause and [`Error::Poisoned`] returned.
@@ -72,8 +72,8 @@ impl CopyJob {
         // a copy between two devices runs on one of them and reaches the
         // other's memory for this copy alone (a peer copy)
         let _peer = match (
-            crate::memory::may_touch(&sdev),
-            crate::memory::may_touch(&ddev),
+            crate::memory::alloc::may_touch(&sdev),
+            crate::memory::alloc::may_touch(&ddev),
         ) {
             (false, true) => Some(PeerAccess::open(sdev)),
             (true, false) => Some(PeerAccess::open(ddev)),

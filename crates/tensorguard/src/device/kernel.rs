@@ -245,7 +245,7 @@ impl ReduceOp {
 }
 
 /// A kernel's view of one input: host bytes (on the cpu, or on a device's
-/// own worker: Note [Opaque device memory] in `memory/access.rs`).
+/// own worker: Note [Opaque device memory] in `memory/alloc/access.rs`).
 pub(crate) struct KIn<'a> {
     pub buf: &'a [u8],
     pub layout: &'a Layout,

@@ -13,7 +13,7 @@ use crate::device::backend::{backend, Mark};
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
-use crate::memory::Buffer;
+use crate::memory::alloc::Buffer;
 use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
@@ -104,7 +104,7 @@ impl Poison {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A device block belongs to its allocation stream: work queued there runs
 // before any later use of the block on that stream (Note [Stream-ordered
-// reuse] in memory/caching). A storage dropped while work on *another*
+// reuse] in memory/alloc/caching). A storage dropped while work on *another*
 // stream of its device still uses it is handed to the backend's deferred
 // list with those events (`Backend::defer_free`), and its block is reused
 // only once they completed (PyTorch's `record_stream`, done for the user).
@@ -144,7 +144,8 @@ impl Storage {
         bytes: usize,
         site: &'static Location<'static>,
     ) -> Result<Storage> {
-        let buf = Buffer::new(device, bytes, site)?;
+        let stream = super::current_stream_id(device);
+        let buf = super::backend::alloc_buffer(device, stream, bytes, site)?;
         Ok(Storage::from_buffer(*device, buf, false))
     }
 
@@ -296,7 +297,7 @@ impl Drop for Storage {
         let Ok(b) = backend(&self.device) else { return };
         // Work on the allocating stream runs before any later use of the
         // block on that stream; work on other streams must finish first.
-        // See Note [Cross-stream lifetime] and Note [Stream-ordered reuse] (memory/caching/mod.rs)
+        // See Note [Cross-stream lifetime] and Note [Stream-ordered reuse] (memory/alloc/caching/mod.rs)
         let device = self.device;
         let pending: SmallVec<[Mark; 2]> = self
             .uses

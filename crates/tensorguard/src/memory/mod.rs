@@ -1,5 +1,9 @@
 //! Memory: the caching allocator behind every device (the cpu included),
-//! its statistics and the buffers that tensor storages own.
+//! its statistics, history, snapshots and live view, by device.
+//!
+//! This is the public face over two layers: the allocator itself (the
+//! crate-private `alloc`, below the devices) and the devices that own one
+//! allocator each (looked up here by [`Device`]).
 //!
 //! The cpu device serves tensor storage from a caching allocator too: a
 //! fresh page costs a page fault on first touch, so reusing freed blocks
@@ -14,210 +18,27 @@
 //! drop(t);
 //! ```
 
-mod access;
-mod caching;
-mod history;
-mod pinned;
-mod raw;
-mod snapshot;
-mod stats;
+pub(crate) mod alloc;
 mod watch;
 
-use std::panic::Location;
+use std::path::Path;
 
-pub use crate::oom_report::{LiveAllocation, OomReport};
-pub use crate::units::format_bytes;
-pub(crate) use access::{enter_device_thread, may_touch, PeerAccess};
-pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
-pub use pinned::{host_empty_cache, host_stats};
-pub(crate) use raw::{DevicePtr, HostRaw};
-pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
-// memory history, snapshots and the live view (issue 6)
-pub use history::{Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES};
-pub use snapshot::{
-    check_viewer_pickle, dump_snapshot, is_recording_history, read_snapshot, record_history,
-    snapshot, AllocatorSettings, BlockState, Frame, Frames, MemorySnapshot, SegmentType,
-    SnapshotBlock, SnapshotSegment, TraceEntry,
+pub use crate::memory::alloc::{
+    check_viewer_pickle, format_bytes, host_empty_cache, host_stats, parse_bytes, read_snapshot,
+    snapshot_pickle, Action, AllocatorSettings, BlockState, Frame, Frames, HistoryOptions,
+    LiveAllocation, MemorySnapshot, MemoryStats, OomReport, SegmentType, SnapshotBlock,
+    SnapshotSegment, Stacks, Stat, StatArray, TraceEntry, DEFAULT_MAX_ENTRIES,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
-// the one pickle decoder (read_snapshot and `tensorguard memviz`)
-pub use snapshot::unpickle as snapshot_pickle;
 
 use crate::device::backend::backend;
-use crate::device::current_stream_id;
 use crate::device_id::Device;
-use crate::dtype::Native;
 use crate::error::{Error, Result};
+use crate::memory::alloc::CachingAllocator;
 
 /// The caching allocator of `device`.
-pub(crate) fn allocator(device: &Device) -> Result<&'static CachingAllocator> {
+fn allocator(device: &Device) -> Result<&'static CachingAllocator> {
     Ok(backend(device)?.allocator())
-}
-
-/// A block of device memory owned by one storage; returned to its allocator
-/// when dropped. Its address is opaque ([`DevicePtr`]): only
-/// [`host_bytes`](Buffer::host_bytes) turns it into a slice, for host
-/// memory and on the threads allowed to (Note [Opaque device memory] in
-/// `memory/access.rs`).
-pub(crate) struct Buffer {
-    alloc: Option<Allocation>,
-    allocator: &'static CachingAllocator,
-    len: usize,
-    /// Whose memory this is (the access rule; the observers' accounting, `crate::hooks`).
-    device: Device,
-}
-
-impl Buffer {
-    /// Allocate `bytes` on `device` for its current stream. The memory is
-    /// initialised (zeroed when fresh, earlier contents when reused) but its
-    /// values are unspecified.
-    pub(crate) fn new(
-        device: &Device,
-        bytes: usize,
-        site: &'static Location<'static>,
-    ) -> Result<Buffer> {
-        Buffer::new_on(device, current_stream_id(device), bytes, site)
-    }
-
-    /// Allocate `bytes` on `device` for use on `stream`. Blocks that wait for
-    /// other streams are reclaimed first; when the device is full, the
-    /// allocator waits for them all and retries once before failing.
-    pub(crate) fn new_on(
-        device: &Device,
-        stream: StreamId,
-        bytes: usize,
-        site: &'static Location<'static>,
-    ) -> Result<Buffer> {
-        let b = backend(device)?;
-        let allocator = b.allocator();
-        b.reclaim(false);
-        let alloc = allocator
-            .allocate_with(bytes, stream, site, &mut || b.reclaim(true))
-            .map_err(Error::OutOfMemory)?;
-        crate::hooks::on_alloc(device, bytes);
-        Ok(Buffer::from_allocation(alloc, allocator, bytes, *device))
-    }
-
-    fn from_allocation(
-        alloc: Allocation,
-        allocator: &'static CachingAllocator,
-        len: usize,
-        device: Device,
-    ) -> Buffer {
-        Buffer {
-            alloc: Some(alloc),
-            allocator,
-            len,
-            device,
-        }
-    }
-
-    /// Move the block out, leaving an empty buffer behind.
-    pub(crate) fn take(&mut self) -> Buffer {
-        Buffer {
-            alloc: self.alloc.take(),
-            allocator: self.allocator,
-            len: std::mem::take(&mut self.len),
-            device: self.device,
-        }
-    }
-
-    /// Mark the block as freed by its owner while other streams still use
-    /// it (it is given back when the buffer drops): the history records
-    /// `free_requested` now and snapshots show it `active_pending_free`.
-    pub(crate) fn request_free(&self) {
-        if let Some(a) = &self.alloc {
-            self.allocator.request_free(a);
-        }
-    }
-
-    /// The stream the block was allocated for.
-    pub(crate) fn stream(&self) -> StreamId {
-        self.alloc.as_ref().map_or(0, |a| a.stream())
-    }
-
-    /// The device address of the block (opaque: see [`DevicePtr`]).
-    pub(crate) fn ptr(&self) -> DevicePtr {
-        self.alloc.as_ref().map_or(DevicePtr::DANGLING, |a| a.ptr())
-    }
-
-    /// Why the calling thread may not read this block as host memory, if it
-    /// may not (Note [Opaque device memory]).
-    fn check_host_access(&self) -> Result<()> {
-        if self.len == 0 || (self.allocator.host_addressable() && access::may_touch(&self.device)) {
-            return Ok(());
-        }
-        let thread = std::thread::current();
-        Err(Error::Device(format!(
-            "internal error: the memory of {} was about to be read as host memory on thread `{}`. Device memory is reached only through its backend's copy engine and kernels (on a GPU this read would be an invalid access); please report this as a bug.",
-            self.device,
-            thread.name().unwrap_or("unnamed"),
-        )))
-    }
-
-    /// The bytes as a host slice: host memory, or a device's memory on one
-    /// of its own workers; otherwise an error (Note [Opaque device memory]).
-    pub(crate) fn host_bytes(&self) -> Result<&[u8]> {
-        self.check_host_access()?;
-        if self.len == 0 {
-            // SAFETY: a zero-length slice at a non-null address aligned for
-            // every native type (kernels cast it to `&[T]`).
-            return Ok(unsafe { std::slice::from_raw_parts(empty_aligned(), 0) });
-        }
-        // SAFETY: the block is host memory (`host_addressable`, checked
-        // above; RawAlloc's contract), at least `len` bytes, 64-byte
-        // aligned, initialised (allocators hand out zeroed or previously
-        // written memory), owned by this Buffer, and not mutably borrowed
-        // while `&self` is alive.
-        Ok(unsafe { std::slice::from_raw_parts(self.ptr().as_host_ptr(), self.len) })
-    }
-
-    /// The bytes as a mutable host slice (see [`host_bytes`](Buffer::host_bytes)).
-    pub(crate) fn host_bytes_mut(&mut self) -> Result<&mut [u8]> {
-        self.check_host_access()?;
-        if self.len == 0 {
-            // SAFETY: as in `host_bytes`: zero length, non-null, aligned.
-            return Ok(unsafe { std::slice::from_raw_parts_mut(empty_aligned(), 0) });
-        }
-        // SAFETY: as in `host_bytes`, and `&mut self` guarantees exclusive access.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr().as_host_ptr(), self.len) })
-    }
-}
-
-/// A non-null address aligned for every native type, for empty slices.
-fn empty_aligned() -> *mut u8 {
-    std::ptr::NonNull::<u64>::dangling().cast::<u8>().as_ptr()
-}
-
-/// Host bytes viewed as elements of a native type (buffers are 64-byte
-/// aligned, so the cast never fails on alignment; a tail shorter than one
-/// element is left out).
-pub(crate) trait HostSlice {
-    /// The elements as native type `T`.
-    fn typed<T: Native>(&self) -> &[T];
-    /// The elements as native type `T`, mutably.
-    fn typed_mut<T: Native>(&mut self) -> &mut [T];
-}
-
-impl HostSlice for [u8] {
-    fn typed<T: Native>(&self) -> &[T] {
-        let n = self.len() / std::mem::size_of::<T>() * std::mem::size_of::<T>();
-        bytemuck::cast_slice(&self[..n])
-    }
-
-    fn typed_mut<T: Native>(&mut self) -> &mut [T] {
-        let n = self.len() / std::mem::size_of::<T>() * std::mem::size_of::<T>();
-        bytemuck::cast_slice_mut(&mut self[..n])
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        if let Some(a) = self.alloc.take() {
-            self.allocator.free(a);
-            crate::hooks::on_free(&self.device, self.len);
-        }
-    }
 }
 
 fn stats_or_default(device: &Device) -> MemoryStats {
@@ -328,11 +149,86 @@ pub fn with_oom_backoff<T>(
                 // let queued work finish so its memory comes back, then drop
                 // the cache (recovery, not the user's synchronisation: not
                 // counted nor refused by the sync debug mode)
-                crate::device::backend::backend(device)?.synchronize()?;
+                backend(device)?.synchronize()?;
                 empty_cache(device);
                 batch /= 2;
             }
             other => return other.map(|v| (v, batch)),
         }
     }
+}
+
+/// Start recording the allocator events of `device` into a ring buffer of
+/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
+/// also drops the recorded events). Calling it again while recording
+/// changes the options and keeps the events (unless `clear_history`).
+///
+/// ```
+/// use tensorguard::memory::{self, HistoryOptions, Stacks};
+/// use tensorguard::Device;
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
+/// memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
+    let opts = opts.into();
+    crate::memory::alloc::check_history_options(device, opts.as_ref())?;
+    allocator(device)?.history.configure(opts.as_ref());
+    Ok(())
+}
+
+/// Whether [`record_history`] is recording on `device`.
+pub fn is_recording_history(device: &Device) -> bool {
+    allocator(device).is_ok_and(|a| a.history.is_on())
+}
+
+/// The live state of `device`'s allocator (segments, blocks and their
+/// states) and the events recorded by [`record_history`]
+/// (empty when not recording). While recording, a `snapshot` event is
+/// recorded first, as PyTorch does.
+///
+/// ```
+/// use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
+/// drop(Tensor::zeros([256], DType::F32, &dev)?);
+/// let snap = memory::snapshot(&dev)?;
+/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action.clone()).collect();
+/// assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
+/// memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
+/// # Ok(()) }
+/// ```
+pub fn snapshot(device: &Device) -> Result<MemorySnapshot> {
+    crate::memory::alloc::snapshot_of(device, allocator(device)?)
+}
+
+/// Write [`snapshot`]`(device)` to `path` in PyTorch's layout: a pickle
+/// (open it at <https://pytorch.org/memory_viz> or with
+/// `python -m torch.cuda._memory_viz trace_plot`) or JSON when the path ends
+/// in `.json`.
+///
+/// ```
+/// use tensorguard::memory::{self, BlockState, HistoryOptions};
+/// use tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// memory::record_history(&dev, HistoryOptions::default())?;
+/// let t = Tensor::zeros([1000], DType::F32, &dev)?;
+/// let snap = memory::snapshot(&dev)?;
+/// assert!(snap.segments.iter().flat_map(|s| &s.blocks).any(|b| b.state == BlockState::ActiveAllocated));
+/// let path = std::env::temp_dir().join(format!("doc_snapshot_{}.pickle", std::process::id()));
+/// memory::dump_snapshot(&dev, &path)?;
+/// assert_eq!(memory::read_snapshot(&path)?.segments.len(), snap.segments.len());
+/// # std::fs::remove_file(&path)?;
+/// # drop(t);
+/// # memory::record_history(&dev, None)?;
+/// # Ok(()) }
+/// ```
+pub fn dump_snapshot(device: &Device, path: impl AsRef<Path>) -> Result<()> {
+    snapshot(device)?.save(path)
 }

@@ -12,7 +12,7 @@ use super::{launch, Kernel, Out};
 use crate::device_id::Device;
 use crate::dtype::{with_native, DType, Element, Native, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 

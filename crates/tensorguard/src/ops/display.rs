@@ -4,7 +4,7 @@ use std::fmt;
 use std::panic::Location;
 
 use crate::dtype::{with_native, DType, Native};
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use crate::tensor::format::{format_tensor, FmtValue, PrintOptions};
 use crate::tensor::Tensor;
 

@@ -6,7 +6,7 @@ use std::panic::Location;
 
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use crate::tensor::Tensor;
 
 impl Tensor {

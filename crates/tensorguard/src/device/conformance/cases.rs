@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::smallvec;
 
+use super::allocated;
 use super::{
     alloc, copy, download, f32_bytes, f32s, fill, host, host_bytes, launch, scalar, slow, upload,
     wait, Ctx, Dev, Gate, Operand,
@@ -15,7 +16,6 @@ use super::{
 use crate::device::kernel::{BinaryOp, Kernel};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::memory::{allocated, Buffer};
 use crate::shape::Layout;
 
 /// Work queued on one stream runs in the order it was queued: kernels that
@@ -487,7 +487,7 @@ pub(super) fn defer_free_waits_for_its_events(ctx: &Ctx) -> Result<()> {
     let (d, b) = (ctx.dev.device, ctx.dev.b);
     let (s, other) = (b.new_stream()?, b.new_stream()?);
     let base = allocated(&d);
-    let buf = Buffer::new_on(&d, s, 4096, Location::caller())?;
+    let buf = crate::device::backend::alloc_buffer(&d, s, 4096, Location::caller())?;
     let held = allocated(&d) - base;
     let done = b.record_event(s);
     let (gate, _) = Gate::close(b, other)?;

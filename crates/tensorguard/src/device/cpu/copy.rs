@@ -1,7 +1,7 @@
 //! Copies with casts (strided, broadcasting, cache-blocked for transposes)
 //! and fills.
 
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use rayon::prelude::*;
 
 use super::iter::{map1, PAR_MIN};

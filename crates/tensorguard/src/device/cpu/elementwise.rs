@@ -1,6 +1,6 @@
 //! Elementwise kernels: unary, binary, clamp, where, masked_fill.
 
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 use num_traits::Float;
 

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
 use crate::device::StreamId;
 use crate::error::{Error, Result};
-use crate::memory::Buffer;
+use crate::memory::alloc::Buffer;
 use crate::shape::Layout;
 
 enum Guard<'a> {
@@ -138,7 +138,7 @@ pub(crate) fn execute(
                 dtype: i.tdtype,
             };
             let layout = Layout::contiguous(&i.layout.shape);
-            let mut buf = Buffer::new_on(
+            let mut buf = crate::device::backend::alloc_buffer(
                 i.storage.device(),
                 stream,
                 layout.numel() * i.want.size_in_bytes(),
@@ -157,7 +157,7 @@ pub(crate) fn execute(
     let mut out_tmp: Vec<(usize, Buffer, Layout)> = Vec::new();
     for (k, o) in outs.iter().enumerate() {
         if o.tdtype != o.want {
-            let buf = Buffer::new_on(
+            let buf = crate::device::backend::alloc_buffer(
                 o.storage.device(),
                 stream,
                 o.layout.numel() * o.want.size_in_bytes(),

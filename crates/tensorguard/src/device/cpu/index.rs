@@ -7,7 +7,7 @@ use crate::device::kernel::{KIn, KOut};
 use crate::dtype::DType;
 use crate::dtype::{with_native, Native};
 use crate::error::{Error, Result};
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use crate::shape::Layout;
 
 fn check_indices(op: &'static str, idx: &KIn<'_>, size: usize, dim: usize) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Matrix products: `gemm` for f32/f64/f16 on any strides (no copies),
 //! f32 staging for bf16, and a plain loop for integers.
 
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 
 use super::iter::for_each_run;

@@ -1,6 +1,6 @@
 //! Reductions, max/min with indices, and softmax.
 
-use crate::memory::HostSlice;
+use crate::memory::alloc::HostSlice;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 

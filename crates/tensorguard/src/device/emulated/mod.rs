@@ -17,7 +17,7 @@ use super::copy::CopyJob;
 use super::kernel::Task;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
-use crate::memory::{Buffer, CachingAllocator, HostRaw};
+use crate::memory::alloc::{Buffer, CachingAllocator, HostRaw};
 use worker::{Work, Worker};
 
 /// Streams per device: the default stream 0 and a pool handed out round

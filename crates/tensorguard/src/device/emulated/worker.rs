@@ -149,7 +149,7 @@ impl Worker {
     fn run(self: Arc<Self>) {
         ON_WORKER.with(|w| w.set(true));
         // its device's memory is reachable from here only: Note [Opaque device memory]
-        crate::memory::enter_device_thread(self.device);
+        crate::memory::alloc::enter_device_thread(self.device);
         crate::hooks::mark_stream_worker();
         let mut last = 0;
         loop {

@@ -14,8 +14,8 @@
 //!
 //! Exported as `tensorguard::memory::snapshot_pickle` for tools that read
 //! snapshot files their own way (`tensorguard memviz` decodes, then reads
-//! the [`Value`] with [`MemorySnapshot::from_value`](crate::memory::MemorySnapshot::from_value));
-//! most code wants [`read_snapshot`](crate::memory::read_snapshot) instead.
+//! the [`Value`] with [`MemorySnapshot::from_value`](crate::memory::alloc::MemorySnapshot::from_value));
+//! most code wants [`read_snapshot`](crate::memory::alloc::read_snapshot) instead.
 //!
 //! ```
 //! use tensorguard::memory::snapshot_pickle::{decode, Value};
@@ -38,7 +38,7 @@
 //! # Ok::<(), tensorguard::Error>(())
 //! ```
 //!
-//! [`MemorySnapshot::load`]: crate::memory::MemorySnapshot::load
+//! [`MemorySnapshot::load`]: crate::memory::alloc::MemorySnapshot::load
 
 mod file;
 mod limits;

@@ -13,7 +13,7 @@ pub(crate) const RAW_ALIGN: usize = 64;
 /// An address in some device's memory: a number, never dereferenced by
 /// shared code. Only a [`Buffer`](super::Buffer) whose memory is host
 /// addressable turns it into a slice, on a thread allowed to touch that
-/// device's memory (see Note [Opaque device memory] in `memory/access.rs`).
+/// device's memory (see Note [Opaque device memory] in `memory/alloc/access.rs`).
 /// On CUDA it is a `CUdeviceptr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct DevicePtr(NonZeroUsize);

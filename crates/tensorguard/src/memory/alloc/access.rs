@@ -74,13 +74,17 @@ impl Drop for PeerAccess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::Buffer;
+    use crate::memory::alloc::{Buffer, CachingAllocator, HostRaw};
     use std::panic::Location;
 
     #[test]
     fn device_memory_is_not_host_memory_outside_its_workers() {
         let dev = Device::Emulated(0);
-        let mut buf = Buffer::new(&dev, 1024, Location::caller()).unwrap();
+        let raw = Box::new(HostRaw::new(Some(4 << 20)));
+        let emu: &'static CachingAllocator =
+            Box::leak(Box::new(CachingAllocator::new("emu:0".into(), raw)));
+        let mut buf =
+            Buffer::new_in(emu, &dev, 0, 1024, Location::caller(), &mut || false).unwrap();
         let err = buf.host_bytes().unwrap_err().to_string();
         assert!(
             err.contains("memory of emu:0") && err.contains("copy engine"),
@@ -104,7 +108,12 @@ mod tests {
         .unwrap();
         assert_eq!(ok, (Some(1024), false, true, false));
         // host memory is host memory everywhere
-        let host = Buffer::new(&Device::Cpu, 64, Location::caller()).unwrap();
+        let cpu: &'static CachingAllocator = Box::leak(Box::new(CachingAllocator::new(
+            "cpu".into(),
+            Box::new(HostRaw::new(None)),
+        )));
+        let host =
+            Buffer::new_in(cpu, &Device::Cpu, 0, 64, Location::caller(), &mut || false).unwrap();
         assert_eq!(host.host_bytes().unwrap().len(), 64);
     }
 }

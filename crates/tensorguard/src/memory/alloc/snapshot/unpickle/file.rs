@@ -28,7 +28,7 @@ pub const MAX_FILE_BYTES_ENV: &str = "TENSORGUARD_SNAPSHOT_MAX_BYTES";
 /// ```
 pub fn max_file_bytes() -> Result<u64> {
     match std::env::var(MAX_FILE_BYTES_ENV) {
-        Ok(s) => crate::memory::parse_bytes(&s)
+        Ok(s) => crate::memory::alloc::parse_bytes(&s)
             .map(|n| n as u64)
             .map_err(|e| {
                 Error::invalid(

@@ -3,7 +3,7 @@
 //! streams (`active_pending_free`).
 
 use super::*;
-use crate::memory::history::RawEntry;
+use crate::memory::alloc::history::RawEntry;
 
 /// Which pool a segment belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -39,7 +39,7 @@ impl CachingAllocator {
         let count = |v: i64| v.to_string();
         type Row<'a> = (
             &'a str,
-            &'a crate::memory::StatArray,
+            &'a crate::memory::alloc::StatArray,
             &'a dyn Fn(i64) -> String,
         );
         let sections: [Row<'_>; 9] = [

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::caching::{BlockState as RawState, PoolKind};
+use super::caching::{BlockState as RawState, CachingAllocator, PoolKind};
 use super::history::{Action, HistoryOptions, DEFAULT_MAX_ENTRIES};
 use crate::device_id::Device;
 use crate::error::{Error, Result};
@@ -244,24 +244,9 @@ fn opt_int<S: Serializer>(v: &Option<u64>, s: S) -> std::result::Result<S::Ok, S
     }
 }
 
-/// Start recording the allocator events of `device` into a ring buffer of
-/// `opts.max_entries` events, or stop with `None` (which, as in PyTorch,
-/// also drops the recorded events). Calling it again while recording
-/// changes the options and keeps the events (unless `clear_history`).
-///
-/// ```
-/// use tensorguard::memory::{self, HistoryOptions, Stacks};
-/// use tensorguard::Device;
-/// # fn main() -> tensorguard::Result<()> {
-/// let dev = Device::Cpu;
-/// memory::record_history(&dev, HistoryOptions::default())?;
-/// memory::record_history(&dev, HistoryOptions { stacks: Stacks::None, ..Default::default() })?;
-/// memory::record_history(&dev, None)?;
-/// # Ok(()) }
-/// ```
-pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) -> Result<()> {
-    let opts = opts.into();
-    if let Some(o) = &opts {
+/// The options check of `memory::record_history` for `device`.
+pub(crate) fn check_history_options(device: &Device, opts: Option<&HistoryOptions>) -> Result<()> {
+    if let Some(o) = opts {
         if o.max_entries == 0 {
             return Err(Error::invalid(
                 "memory::record_history",
@@ -271,13 +256,7 @@ pub fn record_history(device: &Device, opts: impl Into<Option<HistoryOptions>>) 
             ));
         }
     }
-    super::allocator(device)?.history.configure(opts.as_ref());
     Ok(())
-}
-
-/// Whether [`record_history`] is recording on `device`.
-pub fn is_recording_history(device: &Device) -> bool {
-    super::allocator(device).is_ok_and(|a| a.history.is_on())
 }
 
 fn device_index(device: &Device) -> usize {
@@ -287,26 +266,8 @@ fn device_index(device: &Device) -> usize {
     }
 }
 
-/// The live state of `device`'s allocator (segments, blocks and their
-/// states) and the events recorded by [`record_history`](super::record_history)
-/// (empty when not recording). While recording, a `snapshot` event is
-/// recorded first, as PyTorch does.
-///
-/// ```
-/// use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
-/// use tensorguard::{DType, Device, Tensor};
-/// # fn main() -> tensorguard::Result<()> {
-/// let dev = Device::Cpu;
-/// memory::record_history(&dev, HistoryOptions { max_entries: 1000, stacks: Stacks::CallSite, ..Default::default() })?;
-/// drop(Tensor::zeros([256], DType::F32, &dev)?);
-/// let snap = memory::snapshot(&dev)?;
-/// let actions: Vec<Action> = snap.device_traces[0].iter().map(|e| e.action.clone()).collect();
-/// assert!(actions.contains(&Action::Alloc) && actions.contains(&Action::FreeCompleted));
-/// memory::record_history(&dev, None)?; // stop (and clear, as PyTorch)
-/// # Ok(()) }
-/// ```
-pub fn snapshot(device: &Device) -> Result<MemorySnapshot> {
-    let alloc = super::allocator(device)?;
+/// The snapshot of `alloc`, the allocator of `device` (`memory::snapshot`).
+pub(crate) fn snapshot_of(device: &Device, alloc: &CachingAllocator) -> Result<MemorySnapshot> {
     let (segments, entries) = alloc.snapshot();
     let index = device_index(device);
     let dev_u32 = index as u32;
@@ -408,7 +369,7 @@ impl MemorySnapshot {
 
     /// Read a snapshot written by [`save`](Self::save) or by PyTorch's
     /// `torch.cuda.memory._dump_snapshot`: JSON when `path` ends in `.json`,
-    /// a pickle otherwise (decoded with [`snapshot_pickle`](crate::memory::snapshot_pickle),
+    /// a pickle otherwise (decoded with [`snapshot_pickle`](crate::memory::alloc::snapshot_pickle),
     /// which accepts the shared containers PyTorch's pickler writes), then
     /// read by [`from_value`](Self::from_value), the one reader: keys this
     /// layout does not have (`compile_context`, `user_metadata`, ...) are
@@ -417,9 +378,9 @@ impl MemorySnapshot {
     /// `allocator_settings` to PyTorch's defaults).
     ///
     /// Only regular files of at most
-    /// [`max_file_bytes`](crate::memory::snapshot_pickle::max_file_bytes)
+    /// [`max_file_bytes`](crate::memory::alloc::snapshot_pickle::max_file_bytes)
     /// (4 GiB unless `TENSORGUARD_SNAPSHOT_MAX_BYTES` says otherwise) are
-    /// read; pickles are checked as [`decode`](crate::memory::snapshot_pickle::decode)
+    /// read; pickles are checked as [`decode`](crate::memory::alloc::snapshot_pickle::decode)
     /// says (nesting depth, cycles, expansion of shared containers).
     pub fn load(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
         let path = path.as_ref();
@@ -447,8 +408,8 @@ impl MemorySnapshot {
     pub const MAX_BYTES: u64 = i64::MAX as u64;
 
     /// The snapshot in a decoded file (a pickle decoded by
-    /// [`snapshot_pickle::decode`](crate::memory::snapshot_pickle::decode),
-    /// or JSON through [`Value::from_json`](crate::memory::snapshot_pickle::Value::from_json));
+    /// [`snapshot_pickle::decode`](crate::memory::alloc::snapshot_pickle::decode),
+    /// or JSON through [`Value::from_json`](crate::memory::alloc::snapshot_pickle::Value::from_json));
     /// `what` names the file in errors. This is the reader behind
     /// [`load`](Self::load) and `tensorguard memviz`; it accepts what
     /// PyTorch versions write: unknown keys are ignored, a bare list reads
@@ -475,32 +436,6 @@ impl MemorySnapshot {
     pub fn from_value(value: &unpickle::Value, what: &str) -> Result<MemorySnapshot> {
         read::snapshot(value, what).map_err(|m| Error::invalid("MemorySnapshot::from_value", m))
     }
-}
-
-/// Write [`snapshot`]`(device)` to `path` in PyTorch's layout: a pickle
-/// (open it at <https://pytorch.org/memory_viz> or with
-/// `python -m torch.cuda._memory_viz trace_plot`) or JSON when the path ends
-/// in `.json`.
-///
-/// ```
-/// use tensorguard::memory::{self, BlockState, HistoryOptions};
-/// use tensorguard::{DType, Device, Tensor};
-/// # fn main() -> tensorguard::Result<()> {
-/// let dev = Device::Cpu;
-/// memory::record_history(&dev, HistoryOptions::default())?;
-/// let t = Tensor::zeros([1000], DType::F32, &dev)?;
-/// let snap = memory::snapshot(&dev)?;
-/// assert!(snap.segments.iter().flat_map(|s| &s.blocks).any(|b| b.state == BlockState::ActiveAllocated));
-/// let path = std::env::temp_dir().join(format!("doc_snapshot_{}.pickle", std::process::id()));
-/// memory::dump_snapshot(&dev, &path)?;
-/// assert_eq!(memory::read_snapshot(&path)?.segments.len(), snap.segments.len());
-/// # std::fs::remove_file(&path)?;
-/// # drop(t);
-/// # memory::record_history(&dev, None)?;
-/// # Ok(()) }
-/// ```
-pub fn dump_snapshot(device: &Device, path: impl AsRef<Path>) -> Result<()> {
-    snapshot(device)?.save(path)
 }
 
 /// Read a snapshot file written by [`dump_snapshot`] (pickle, or JSON when

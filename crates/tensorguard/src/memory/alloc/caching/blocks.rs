@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::panic::Location;
 
 use super::{Allocation, StreamId, MIN_BLOCK_SIZE, SMALL_SIZE};
-use crate::memory::history::{Action, History};
-use crate::memory::raw::{DevicePtr, RawAlloc};
-use crate::memory::stats::MemoryStats;
+use crate::memory::alloc::history::{Action, History};
+use crate::memory::alloc::raw::{DevicePtr, RawAlloc};
+use crate::memory::alloc::stats::MemoryStats;
 use crate::oom_report::LiveAllocation;
 
 /// End of a block list / no block (slab index).

@@ -189,8 +189,8 @@ pub fn check_viewer_pickle(data: &[u8]) -> crate::Result<Vec<&'static str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::snapshot::Frame;
-    use crate::memory::{snapshot, Action, AllocatorSettings, HistoryOptions};
+    use crate::memory::alloc::snapshot::Frame;
+    use crate::memory::alloc::{Action, AllocatorSettings, HistoryOptions};
     use crate::{DType, Device, Tensor};
 
     #[test]
@@ -227,7 +227,7 @@ mod tests {
         // other unit tests use the cpu too: this test only checks encoding
         crate::memory::record_history(&dev, HistoryOptions::default()).unwrap();
         let t = Tensor::zeros([3000], DType::F32, &dev).unwrap();
-        let snap = snapshot(&dev).unwrap();
+        let snap = crate::memory::snapshot(&dev).unwrap();
         drop(t);
         let mut bytes = Vec::new();
         write(&mut bytes, &snap).unwrap();
@@ -283,7 +283,10 @@ mod tests {
         assert_eq!(&*seg.blocks[0].frames, std::slice::from_ref(&frame));
         // no `requested_size`: the block's size, as PyTorch's viewer reads it
         assert_eq!(seg.blocks[0].requested_size, seg.blocks[0].size);
-        assert_eq!(seg.blocks[1].state, crate::memory::BlockState::Inactive);
+        assert_eq!(
+            seg.blocks[1].state,
+            crate::memory::alloc::BlockState::Inactive
+        );
         let trace = &snap.device_traces[0];
         let actions: Vec<_> = trace.iter().map(|e| e.action.clone()).collect();
         assert_eq!(

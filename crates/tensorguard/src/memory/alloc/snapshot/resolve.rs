@@ -7,7 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use super::{Frame, Frames, TraceEntry};
-use crate::memory::history::{Action, Context, RawEntry};
+use crate::memory::alloc::history::{Action, Context, RawEntry};
 
 /// Resolve raw entries into PyTorch-layout trace entries. Backtraces shared
 /// by several entries are resolved once.

@@ -377,7 +377,7 @@ fn oom_report_numbers_and_recovery() {
     );
     assert!(
         text.contains("Biggest live allocations: 5 allocations of 1.00 MiB at ")
-            && text.contains("src/memory/caching/tests.rs:"),
+            && text.contains("src/memory/alloc/caching/tests.rs:"),
         "{text}"
     );
     assert!(text.contains("(1048576 bytes requested each)."), "{text}");
