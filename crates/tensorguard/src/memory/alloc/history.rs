@@ -40,7 +40,7 @@ pub enum Stacks {
     Full,
 }
 
-/// How to record: see [`record_history`](super::record_history).
+/// How to record: see [`record_history`](crate::memory::record_history).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryOptions {
     /// Capacity of the ring buffer: the newest `max_entries` events are kept.

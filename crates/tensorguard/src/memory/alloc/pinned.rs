@@ -41,7 +41,7 @@ impl Buffer {
 }
 
 /// Statistics of the pinned host allocator (PyTorch's
-/// `torch.cuda.host_memory_stats`), with the names of [`stats`](super::stats).
+/// `torch.cuda.host_memory_stats`), with the names of [`stats`](crate::memory::stats).
 ///
 /// ```
 /// use tensorguard::{memory, DType, Tensor};

@@ -438,7 +438,7 @@ impl MemorySnapshot {
     }
 }
 
-/// Read a snapshot file written by [`dump_snapshot`] (pickle, or JSON when
+/// Read a snapshot file written by [`dump_snapshot`](crate::memory::dump_snapshot) (pickle, or JSON when
 /// the path ends in `.json`).
 pub fn read_snapshot(path: impl AsRef<Path>) -> Result<MemorySnapshot> {
     MemorySnapshot::load(path)
