@@ -18,7 +18,7 @@ pub use config::{
     MAX_EMULATED_DEVICES,
 };
 pub(crate) use storage::Storage;
-pub(crate) use stream::current_stream_id;
+pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};
 
 pub use crate::device_id::{Device, DeviceKind};

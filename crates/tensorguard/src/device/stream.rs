@@ -38,6 +38,15 @@ pub(crate) fn current_stream_id(device: &Device) -> StreamId {
     })
 }
 
+/// Make stream `id` of `device` current on this thread until the guard
+/// drops (crate-internal: a read ordered after a write on its stream).
+pub(crate) fn stream_guard(device: Device, id: StreamId) -> StreamGuard {
+    StreamGuard {
+        id: push_current(device, id),
+        _not_send: std::marker::PhantomData,
+    }
+}
+
 /// Push a guard's entry; returns its id.
 fn push_current(device: Device, id: StreamId) -> u64 {
     let gid = NEXT_GUARD.with(|n| {

@@ -30,6 +30,7 @@ impl Tensor {
             Ok(h) => h,
             Err(e) => return format!("tensor(<unavailable: {e}>)"),
         };
+        let host = host.as_ref().unwrap_or(self);
         let layout = host.layout();
         let guard = host.storage().data.read();
         let bytes = match guard.host_bytes() {

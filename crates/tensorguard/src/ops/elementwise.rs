@@ -3,7 +3,8 @@
 
 use std::panic::Location;
 
-use super::{check_device, check_inplace, launch, promote_arg, BinaryOp, In, Kernel, Out, UnaryOp};
+use super::inplace::check_inplace_target;
+use super::{check_device, launch, promote_arg, BinaryOp, In, Kernel, Out, UnaryOp};
 use crate::autograd::{self, formulas};
 use crate::dtype::{result_type, DType, PromoteArg, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
@@ -47,43 +48,6 @@ impl Operand<'_> {
             Operand::Scalar(s) => PromoteArg::Scalar(*s),
         }
     }
-}
-
-/// The error for an in-place result that cannot be stored in the target.
-pub(crate) fn cast_error(op: &'static str, result: DType, target: DType) -> Error {
-    Error::DTypeMismatch {
-        op,
-        expected: target,
-        found: result,
-        message: format!(
-            "the result has dtype {result}, which can't be cast to the dtype of the tensor written in place ({target}). Use the out-of-place op (which returns a {result} tensor), or cast first with `.to_dtype(DType::{result:?})?`."
-        ),
-    }
-}
-
-/// Validate writing a result of `result` dtype and `shape` into `target`.
-pub(crate) fn check_inplace_target(
-    op: &'static str,
-    target: &Tensor,
-    result: DType,
-    shape: &[usize],
-    inputs: &[(&'static str, &Tensor)],
-) -> Result<()> {
-    if !result.can_cast_to(target.dtype()) {
-        return Err(cast_error(op, result, target.dtype()));
-    }
-    if target.shape() != shape {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: target.shape().to_vec(),
-            rhs: shape.to_vec(),
-            hint: format!(
-                "the tensor written in place has shape {:?} but the broadcast result has shape {shape:?}; an in-place op cannot change the shape of its target. Use the out-of-place op instead.",
-                target.shape()
-            ),
-        });
-    }
-    check_inplace(op, target, inputs)
 }
 
 /// The one implementation of every binary elementwise op.

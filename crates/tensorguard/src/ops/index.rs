@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use super::elementwise::check_inplace_target;
+use super::inplace::check_inplace_target;
 use super::{check_device, launch, In, Kernel, Out};
 use crate::autograd::{self, formulas};
 use crate::dtype::{result_type, DType, PromoteArg, Scalar};

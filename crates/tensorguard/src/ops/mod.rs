@@ -10,6 +10,7 @@ mod custom;
 mod display;
 mod elementwise;
 mod index;
+mod inplace;
 mod matmul;
 mod read;
 mod reduce;
@@ -24,7 +25,6 @@ use crate::device::kernel::Arg;
 use crate::device::{current_stream_id, launch_blocking};
 use crate::dtype::{DType, PromoteArg};
 use crate::error::{Error, Result};
-use crate::shape::{overlap, Overlap};
 use crate::tensor::Tensor;
 
 pub(crate) use crate::device::kernel::{BinaryOp, Kernel, ReduceOp, UnaryOp};
@@ -190,28 +190,6 @@ fn input_facts(outs: &[Out<'_>], ins: &[In<'_>], inplace: bool) -> (Vec<Vec<usiz
         dtypes.push(i.t.dtype());
     }
     (shapes, dtypes)
-}
-
-/// Checks for writing into `out` in place while reading `inputs`.
-pub(crate) fn check_inplace(
-    op: &'static str,
-    out: &Tensor,
-    inputs: &[(&'static str, &Tensor)],
-) -> Result<()> {
-    let l = out.layout();
-    if l.has_internal_overlap() {
-        return Err(Error::OverlappingWrite {
-            op,
-            shape: l.shape.to_vec(),
-            strides: l.strides.to_vec(),
-        });
-    }
-    for (name, t) in inputs {
-        if t.shares_storage(out) && overlap(l, t.layout()) == Overlap::Partial {
-            return Err(Error::PartialOverlap { op, arg: name });
-        }
-    }
-    Ok(())
 }
 
 /// Every tensor argument must be on the device of `first`; `site` is the

@@ -36,6 +36,7 @@ impl Tensor {
     ) -> Result<Vec<T>> {
         self.check_elem::<T>(op)?;
         let host = super::read_to_host(self, op, site)?;
+        let host = host.as_ref().unwrap_or(self);
         let guard = host.storage().data.read();
         let data: &[T::Native] = guard.host_bytes()?.typed();
         let layout = host.layout();

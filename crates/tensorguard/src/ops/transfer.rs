@@ -12,7 +12,7 @@
 use std::panic::Location;
 use std::sync::Arc;
 
-use super::elementwise::check_inplace_target;
+use super::inplace::check_inplace_target;
 use super::Kernel;
 use crate::autograd::{self, formulas};
 use crate::device::backend::backend;
@@ -301,29 +301,41 @@ pub(crate) fn transfer_into(
     move_bytes(dst, src, dir, run_dev, blocking, op, site)
 }
 
-/// The values of `t` readable on the host: `t` itself on the cpu (after
-/// queued writes to it, e.g. a pinned result still being filled), else a
-/// host copy made by the copy engine after `t`'s pending write, whichever
-/// stream made it. A read by `op` at the user's `site`: a synchronisation
-/// (the sync ledger and debug mode) and a device → host copy (the transfer
-/// ledger). A fault of the pending write is returned here.
+/// A host tensor holding the values of `t`, or `None` when `t` itself is
+/// readable on the host (the cpu; its queued writes, e.g. a pinned result
+/// still being filled, have been waited for). From a device: a host copy by
+/// the copy engine, queued on the stream of `t`'s pending write (so it runs
+/// after that write without a second wait), then waited for. A read by `op`
+/// at the user's `site`: a synchronisation (the sync ledger and debug mode)
+/// and a device → host copy (the transfer ledger). A fault of the pending
+/// write is returned here.
 pub(crate) fn read_to_host(
     t: &Tensor,
     op: &'static str,
     site: &'static Location<'static>,
-) -> Result<Tensor> {
+) -> Result<Option<Tensor>> {
     let device = t.device();
     // a read of device memory makes the host wait for the device: the
     // sync debug mode may refuse it before anything happens
     let _sync = transfer::sync_scope(op, device, site)?;
-    t.storage().sync_for_host_read(op)?;
     if device.is_cpu() {
-        return Ok(t.alias());
+        t.storage().sync_for_host_read(op)?;
+        return Ok(None);
     }
+    let _on_writer = match t.storage().pending_write() {
+        // the copy joins the writer's stream: ordered after the write
+        Some((d, s, _)) if d == device => Some(crate::device::stream_guard(device, s)),
+        // written by another device (a copy from it): the host waits
+        Some(_) => {
+            t.storage().sync_for_host_read(op)?;
+            None
+        }
+        None => None,
+    };
     let host = Tensor::uninit(t.shape(), t.dtype(), &Device::Cpu, site)?;
     move_bytes(&host, t, Direction::DeviceToHost, device, true, op, site)?;
     host.storage().check_poison(op)?;
-    Ok(host)
+    Ok(Some(host))
 }
 
 /// Steps 1 to 3 of [`transfer_into`], once the direction, the device doing

@@ -332,12 +332,15 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         Ok(w) => w,
         Err(e) => return Some(Err(e)),
     };
-    let bcast: [Option<Layout>; 2] = std::array::from_fn(|k| {
+    // broadcast layouts, built only for inputs that need one (in place:
+    // an array of `Option<Layout>` would be copied around on every launch)
+    let bcast_of = |k: usize| {
         rest.get(k).and_then(|i| match i.bshape {
             Some(s) if s != i.layout.shape.as_slice() => Some(i.layout.broadcast_to(s)),
             _ => None,
         })
-    });
+    };
+    let (b0, b1) = (bcast_of(0), bcast_of(1));
     let mut kins: SmallVec<[KIn<'_>; 2]> = SmallVec::new();
     for (k, i) in rest.iter().enumerate() {
         let id = i.storage.id();
@@ -345,9 +348,10 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
             Ok(b) => b,
             Err(e) => return Some(Err(e)),
         };
+        let bcast = if k == 0 { b0.as_ref() } else { b1.as_ref() };
         kins.push(KIn {
             buf,
-            layout: bcast[k].as_ref().unwrap_or(i.layout),
+            layout: bcast.unwrap_or(i.layout),
             dtype: i.want,
         });
     }

@@ -44,6 +44,8 @@ pub(crate) struct Buffer {
     alloc: Option<Allocation>,
     allocator: &'static CachingAllocator,
     len: usize,
+    /// The allocator's memory is host memory (read once, not per access).
+    host_addressable: bool,
     /// Whose memory this is (the access rule; the observers' accounting, `crate::hooks`).
     device: Device,
 }
@@ -78,6 +80,7 @@ impl Buffer {
     ) -> Buffer {
         Buffer {
             alloc: Some(alloc),
+            host_addressable: allocator.host_addressable(),
             allocator,
             len,
             device,
@@ -88,6 +91,7 @@ impl Buffer {
     pub(crate) fn take(&mut self) -> Buffer {
         Buffer {
             alloc: self.alloc.take(),
+            host_addressable: self.host_addressable,
             allocator: self.allocator,
             len: std::mem::take(&mut self.len),
             device: self.device,
@@ -115,16 +119,12 @@ impl Buffer {
 
     /// Why the calling thread may not read this block as host memory, if it
     /// may not (Note [Opaque device memory]).
+    #[inline]
     fn check_host_access(&self) -> Result<()> {
-        if self.len == 0 || (self.allocator.host_addressable() && access::may_touch(&self.device)) {
+        if self.len == 0 || (self.host_addressable && access::may_touch(&self.device)) {
             return Ok(());
         }
-        let thread = std::thread::current();
-        Err(Error::Device(format!(
-            "internal error: the memory of {} was about to be read as host memory on thread `{}`. Device memory is reached only through its backend's copy engine and kernels (on a GPU this read would be an invalid access); please report this as a bug.",
-            self.device,
-            thread.name().unwrap_or("unnamed"),
-        )))
+        Err(not_host_memory(&self.device))
     }
 
     /// The bytes as a host slice: host memory, or a device's memory on one
@@ -154,6 +154,17 @@ impl Buffer {
         // SAFETY: as in `host_bytes`, and `&mut self` guarantees exclusive access.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr().as_host_ptr(), self.len) })
     }
+}
+
+/// The error of a read of `device`'s memory as host memory where that is
+/// not allowed (Note [Opaque device memory]).
+#[cold]
+fn not_host_memory(device: &Device) -> Error {
+    let thread = std::thread::current();
+    Error::Device(format!(
+        "internal error: the memory of {device} was about to be read as host memory on thread `{}`. Device memory is reached only through its backend's copy engine and kernels (on a GPU this read would be an invalid access); please report this as a bug.",
+        thread.name().unwrap_or("unnamed"),
+    ))
 }
 
 /// A non-null address aligned for every native type, for empty slices.
