@@ -53,6 +53,13 @@ impl Device {
     }
 }
 
+/// The message of a caught panic (a kernel that panicked), when it has one.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> Option<String> {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+}
+
 /// How many devices of `kind` are usable now (always 1 for cpu; the
 /// configured number of emulated devices, 0 when their configuration is
 /// invalid (see [`emulated_config`]); 0 CUDA devices in this build).

@@ -378,8 +378,10 @@ fn move_bytes(
         return Ok(());
     }
     // 1. the source as one contiguous block of `wire` elements
-    let packed = if is_block(src, dst.shape(), wire) {
-        src.alias()
+    // (no alias when a side is used as is: a launch-sized copy would pay
+    // for two tensor handles)
+    let packed_tmp = if is_block(src, dst.shape(), wire) {
+        None
     } else {
         let tmp = if src.is_pinned() && !blocking {
             Tensor::uninit_pinned(dst.shape(), wire, site)?
@@ -387,15 +389,17 @@ fn move_bytes(
             Tensor::uninit(dst.shape(), wire, &sdev, site)?
         };
         pack(&tmp, src, site)?;
-        tmp
+        Some(tmp)
     };
+    let packed = packed_tmp.as_ref().unwrap_or(src);
     // 3. (prepared) where the bytes land
     let direct = is_block(dst, dst.shape(), wire);
-    let landing = if direct {
-        dst.alias()
+    let landing_tmp = if direct {
+        None
     } else {
-        Tensor::uninit(dst.shape(), wire, &ddev, site)?
+        Some(Tensor::uninit(dst.shape(), wire, &ddev, site)?)
     };
+    let landing = landing_tmp.as_ref().unwrap_or(dst);
     // 2. the copy
     let b = backend(&run_dev)?;
     let stream = current_stream_id(&run_dev);
@@ -451,7 +455,7 @@ fn move_bytes(
     }
     // 3. into a strided (or other-dtype) destination, on its device
     if !direct {
-        pack(dst, &landing, site)?;
+        pack(dst, landing, site)?;
     }
     Ok(())
 }

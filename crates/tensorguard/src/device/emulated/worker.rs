@@ -268,10 +268,7 @@ fn flatten(r: std::thread::Result<Result<()>>) -> Result<()> {
     match r {
         Ok(r) => r,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
+            let msg = crate::device::panic_message(&*p)
                 .unwrap_or_else(|| "a kernel panicked".to_string());
             Err(Error::Device(format!("the kernel panicked: {msg}")))
         }
