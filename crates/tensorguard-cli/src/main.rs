@@ -137,6 +137,9 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
         if wanted.is_some_and(|w| w.kind() != kind) {
             continue;
         }
+        if kind == DeviceKind::Cuda {
+            print_gpus();
+        }
         if let Err(e) = first.check_available() {
             println!("{first:<8} unavailable: {e}");
             // No GPU is a fact of the machine; emulated devices always exist
@@ -173,6 +176,36 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The GPUs the CUDA driver reports (name, memory, compute capability,
+/// driver and NVRTC versions), or why there are none.
+fn print_gpus() {
+    match device::cuda_info() {
+        Ok(info) => {
+            let nvrtc = info.nvrtc_version.map_or_else(
+                || "NVRTC not found (kernels cannot be compiled)".to_string(),
+                |(a, b)| format!("NVRTC {a}.{b}"),
+            );
+            println!(
+                "cuda     driver supports CUDA {}.{}, {nvrtc}",
+                info.driver_version.0, info.driver_version.1
+            );
+            for g in &info.devices {
+                println!(
+                    "cuda:{:<3} found: {}, {}, compute capability {}.{} (sm_{}{})",
+                    g.index,
+                    g.name,
+                    memory::format_bytes(g.total_memory),
+                    g.compute_capability.0,
+                    g.compute_capability.1,
+                    g.compute_capability.0,
+                    g.compute_capability.1
+                );
+            }
+        }
+        Err(e) => log::info!("cuda: {e}"),
+    }
 }
 
 fn rayon_threads() -> usize {

@@ -236,6 +236,43 @@ pub enum Error {
         /// The user's call site.
         location: &'static Location<'static>,
     },
+    /// CUDA cannot be used on this machine or in this build.
+    #[error("CUDA is not available: {0}.")]
+    CudaUnavailable(CudaUnavailable),
+}
+
+/// Why CUDA cannot be used: each case says what was found and what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CudaUnavailable {
+    /// This build of tensorguard has no CUDA support.
+    #[error("this build of tensorguard has no CUDA support. Rebuild with `--features cuda` (no CUDA toolkit is needed to build; the driver is loaded at run time)")]
+    NotBuilt,
+    /// The CUDA driver library could not be loaded.
+    #[error("the CUDA driver library could not be loaded ({} names searched, from {} to {}). Install the NVIDIA driver (it ships libcuda.so.1), or add its directory to LD_LIBRARY_PATH", searched.len(), searched.first().map_or("-", |s| s.as_str()), searched.last().map_or("-", |s| s.as_str()))]
+    DriverNotFound {
+        /// The library names that were tried.
+        searched: Vec<String>,
+    },
+    /// The driver is older than the CUDA version this build uses.
+    #[error("the NVIDIA driver supports CUDA {}.{} but this build needs CUDA {}.{} or newer. Update the NVIDIA driver", found.0, found.1, needed.0, needed.1)]
+    DriverTooOld {
+        /// The CUDA version the driver supports (major, minor).
+        found: (u32, u32),
+        /// The CUDA version this build needs.
+        needed: (u32, u32),
+    },
+    /// A driver call failed while looking for devices.
+    #[error("the CUDA driver failed in {call}: {message}. Check that the GPU is visible (nvidia-smi) and CUDA_VISIBLE_DEVICES is not empty")]
+    Driver {
+        /// The driver function that failed.
+        call: &'static str,
+        /// The driver's error.
+        message: String,
+    },
+    /// The driver works but reports no GPU.
+    #[error("the CUDA driver is installed but reports no GPU. Check nvidia-smi and CUDA_VISIBLE_DEVICES")]
+    NoDevice,
 }
 
 /// `Debug` prints the same explanation as `Display` (so that

@@ -232,10 +232,34 @@ pub(crate) fn backend(device: &Device) -> Result<&'static dyn Backend> {
                 ))
             })
         }
-        Device::Cuda(n) => Err(Error::Device(format!(
-            "cuda:{n} is not available: this build of tensorguard has no CUDA backend. Use Device::cuda_if_available({n}) to fall back to the cpu, or Device::Emulated({n}) to test device code without a GPU."
-        ))),
+        Device::Cuda(n) => Err(cuda_unavailable(*n)),
     }
+}
+
+/// Why `cuda:n` cannot run work: no CUDA in this build, no driver or GPU
+/// (the probe's reason, `device::cuda_info`), or a GPU found while this
+/// version has no CUDA backend to run work on it.
+fn cuda_unavailable(n: usize) -> Error {
+    let why = match super::cuda_info() {
+        Err(Error::CudaUnavailable(crate::error::CudaUnavailable::NotBuilt)) => {
+            "this build of tensorguard has no CUDA backend".to_string()
+        }
+        Err(Error::CudaUnavailable(why)) => format!("no CUDA backend can run work here: {why}"),
+        Err(e) => format!("no CUDA backend can run work here: {}", e.to_string().trim_end_matches('.')),
+        Ok(info) => match info.devices.get(n) {
+            Some(gpu) => format!(
+                "the driver reports {} (sm_{}{}), but this version of tensorguard has no CUDA backend to run work on it yet",
+                gpu.name, gpu.compute_capability.0, gpu.compute_capability.1
+            ),
+            None => format!(
+                "the driver reports {} GPU(s), and this version of tensorguard has no CUDA backend yet",
+                info.devices.len()
+            ),
+        },
+    };
+    Error::Device(format!(
+        "cuda:{n} is not available: {why}. Use Device::cuda_if_available({n}) to fall back to the cpu, or Device::Emulated({n}) to test device code without a GPU."
+    ))
 }
 
 static LAUNCH_BLOCKING: LazyLock<AtomicBool> = LazyLock::new(|| {

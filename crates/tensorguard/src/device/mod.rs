@@ -7,6 +7,7 @@ mod config;
 mod conformance;
 pub(crate) mod copy;
 pub(crate) mod cpu;
+mod cuda;
 mod emulated;
 pub(crate) mod kernel;
 pub(crate) mod storage;
@@ -17,6 +18,7 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
+pub use cuda::{cuda_info, CudaInfo, GpuInfo, CUDA_VERSION};
 pub(crate) use storage::Storage;
 pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};
