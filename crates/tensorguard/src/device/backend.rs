@@ -244,8 +244,12 @@ fn cuda_unavailable(n: usize) -> Error {
         Err(Error::CudaUnavailable(crate::error::CudaUnavailable::NotBuilt)) => {
             "this build of tensorguard has no CUDA backend".to_string()
         }
-        Err(Error::CudaUnavailable(why)) => format!("no CUDA backend can run work here: {why}"),
-        Err(e) => format!("no CUDA backend can run work here: {}", e.to_string().trim_end_matches('.')),
+        Err(e) => format!(
+            "no CUDA backend can run work here: {}",
+            e.to_string()
+                .trim_start_matches("CUDA is not available: ")
+                .trim_end_matches('.')
+        ),
         Ok(info) => match info.devices.get(n) {
             Some(gpu) => format!(
                 "the driver reports {} (sm_{}{}), but this version of tensorguard has no CUDA backend to run work on it yet",

@@ -298,7 +298,23 @@ pub(crate) fn transfer_into(
         }
         _ => None,
     };
-    move_bytes(dst, src, dir, run_dev, blocking, op, site)
+    let route = Route {
+        dir,
+        run_dev,
+        pinned,
+        blocking,
+    };
+    move_bytes(dst, src, &route, op, site)
+}
+
+/// How a copy goes: its direction, the device whose stream runs it,
+/// whether its host side is pinned and whether the host waits for it.
+#[derive(Clone, Copy)]
+struct Route {
+    dir: Direction,
+    run_dev: Device,
+    pinned: bool,
+    blocking: bool,
 }
 
 /// A host tensor holding the values of `t`, or `None` when `t` itself is
@@ -333,7 +349,14 @@ pub(crate) fn read_to_host(
         None => None,
     };
     let host = Tensor::uninit(t.shape(), t.dtype(), &Device::Cpu, site)?;
-    move_bytes(&host, t, Direction::DeviceToHost, device, true, op, site)?;
+    // into pageable memory, waited for
+    let route = Route {
+        dir: Direction::DeviceToHost,
+        run_dev: device,
+        pinned: false,
+        blocking: true,
+    };
+    move_bytes(&host, t, &route, op, site)?;
     host.storage().check_poison(op)?;
     Ok(Some(host))
 }
@@ -343,16 +366,17 @@ pub(crate) fn read_to_host(
 fn move_bytes(
     dst: &Tensor,
     src: &Tensor,
-    dir: Direction,
-    run_dev: Device,
-    blocking: bool,
+    route: &Route,
     op: &'static str,
     site: &'static Location<'static>,
 ) -> Result<()> {
+    let Route {
+        dir,
+        run_dev,
+        pinned,
+        blocking,
+    } = *route;
     let (sdev, ddev) = (src.device(), dst.device());
-    let pinned = [src, dst]
-        .iter()
-        .any(|t| t.device().is_cpu() && t.is_pinned());
     // the dtype the bytes travel in: cast on the device side
     let wire = if ddev.is_cpu() {
         dst.dtype()

@@ -61,12 +61,15 @@ impl Emulated {
         Ok(slot.get_or_init(|| w))
     }
 
+    /// The worker of `stream` if it was started (a stream never used has
+    /// nothing queued nor completed).
+    fn started_worker(&self, stream: StreamId) -> Option<&Arc<Worker>> {
+        self.streams.get(stream as usize).and_then(|s| s.get())
+    }
+
     /// How many items of `stream` have completed.
     fn completed(&self, stream: StreamId) -> u64 {
-        self.streams
-            .get(stream as usize)
-            .and_then(|s| s.get())
-            .map_or(0, |w| w.completed())
+        self.started_worker(stream).map_or(0, |w| w.completed())
     }
 
     fn started(&self) -> impl Iterator<Item = &Arc<Worker>> {
@@ -114,10 +117,7 @@ impl Backend for Emulated {
     }
 
     fn record_event(&self, stream: StreamId) -> u64 {
-        self.streams
-            .get(stream as usize)
-            .and_then(|s| s.get())
-            .map_or(0, |w| w.submitted())
+        self.started_worker(stream).map_or(0, |w| w.submitted())
     }
 
     fn event_query(&self, stream: StreamId, seq: u64) -> bool {

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use super::{Buffer, CachingAllocator, HostRaw, MemoryStats};
 use crate::device_id::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 static PINNED: LazyLock<CachingAllocator> = LazyLock::new(|| {
     CachingAllocator::new("cpu (pinned)".to_string(), Box::new(HostRaw::new(None)))
@@ -26,17 +26,15 @@ pub(crate) fn pinned_allocator() -> &'static CachingAllocator {
 impl Buffer {
     /// `bytes` of pinned host memory.
     pub(crate) fn new_pinned(bytes: usize, site: &'static Location<'static>) -> Result<Buffer> {
-        let allocator = pinned_allocator();
-        let alloc = allocator
-            .allocate_with(bytes, 0, site, &mut || false)
-            .map_err(Error::OutOfMemory)?;
-        crate::hooks::on_alloc(&Device::Cpu, bytes);
-        Ok(Buffer::from_allocation(
-            alloc,
-            allocator,
+        // pinned blocks wait for no stream: nothing to reclaim
+        Buffer::new_in(
+            pinned_allocator(),
+            &Device::Cpu,
+            0,
             bytes,
-            Device::Cpu,
-        ))
+            site,
+            &mut || false,
+        )
     }
 }
 
