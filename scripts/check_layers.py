@@ -261,11 +261,26 @@ def check_rooms():
     return failed
 
 
+TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_][a-z0-9_]*)\s*;")
+
+
+def test_only_files():
+    """Files of modules declared `#[cfg(test)] mod x;` (x.rs, x/...)."""
+    out = set()
+    for f in SRC.rglob("*.rs"):
+        base = f.parent if f.name in ("mod.rs", "lib.rs") else f.with_suffix("")
+        for name in TEST_MOD.findall(f.read_text(encoding="utf-8")):
+            out.add(base / f"{name}.rs")
+            out |= set((base / name).rglob("*.rs"))
+    return out
+
+
 def edges():
     graph = {}
+    tests = test_only_files()
     for f in sorted(SRC.rglob("*.rs")):
         m = module_of(f)
-        if m == "lib" or f.name == "tests.rs":
+        if m == "lib" or f.name == "tests.rs" or f in tests:
             continue  # the crate root re-exports everything; unit tests may use anything
         code = name_sublayers(strip_tests(strip_comments(f.read_text(encoding="utf-8"))))
         targets = set(PATH.findall(code))

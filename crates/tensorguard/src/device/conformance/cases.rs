@@ -8,7 +8,6 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::smallvec;
 
-use super::allocated;
 use super::{
     alloc, copy, download, f32_bytes, f32s, fill, host, host_bytes, launch, scalar, slow, upload,
     wait, Ctx, Dev, Gate, Operand,
@@ -16,6 +15,7 @@ use super::{
 use crate::device::kernel::{BinaryOp, Kernel};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::memory::allocated;
 use crate::shape::Layout;
 
 /// Work queued on one stream runs in the order it was queued: kernels that

@@ -121,21 +121,14 @@ pub(super) fn run(target: Target, case: fn(&Ctx) -> Result<()>) -> Result<()> {
     ctx.dev.b.synchronize()?;
     if ctx.exclusive {
         assert_eq!(
-            allocated(&ctx.dev.device),
+            crate::memory::allocated(&ctx.dev.device),
             0,
             "live memory left on {} after a conformance case:\n{}",
             ctx.dev.device,
-            ctx.dev.b.allocator().summary()
+            crate::memory::summary(&ctx.dev.device)
         );
     }
     Ok(())
-}
-
-/// Bytes allocated on `device` (its allocator's statistics).
-pub(super) fn allocated(device: &Device) -> usize {
-    backend(device).map_or(0, |b| {
-        b.allocator().stats().allocated_bytes.all.current as usize
-    })
 }
 
 macro_rules! conformance_cases {
