@@ -8,6 +8,8 @@
 //! backend: memory, copies, kernels) builds on this.
 
 #[cfg(feature = "cuda")]
+pub(crate) mod kernels;
+#[cfg(feature = "cuda")]
 mod probe;
 
 use std::sync::OnceLock;

@@ -6,6 +6,8 @@
 
 mod access;
 mod caching;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod history;
 mod pinned;
 mod raw;

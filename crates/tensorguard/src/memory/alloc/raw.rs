@@ -85,6 +85,13 @@ pub(crate) unsafe trait RawAlloc: Send + Sync + 'static {
     /// (the cpu, pinned memory, the emulated device): see the trait's
     /// safety contract.
     fn host_addressable(&self) -> bool;
+
+    /// The device's (free, total) bytes as its driver reports them (a GPU's
+    /// `cuMemGetInfo`, where other processes count), for out-of-memory
+    /// reports; `None` when there is no driver to ask.
+    fn mem_info(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 /// Sharing a raw allocator (e.g. to watch its usage from outside) keeps it a raw allocator.
@@ -107,6 +114,10 @@ unsafe impl<R: RawAlloc> RawAlloc for Arc<R> {
 
     fn host_addressable(&self) -> bool {
         (**self).host_addressable()
+    }
+
+    fn mem_info(&self) -> Option<(usize, usize)> {
+        (**self).mem_info()
     }
 }
 

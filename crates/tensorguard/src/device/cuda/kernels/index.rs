@@ -1,0 +1,18 @@
+//! Indexing kernels: index_select, gather, cat, index_add_/scatter_add_.
+
+use super::{DevArg, KernelEnv};
+use crate::device::kernel::Kernel;
+use crate::error::{Error, Result};
+
+/// Launch an indexing kernel.
+pub(super) fn run(
+    _env: &KernelEnv<'_>,
+    kernel: &Kernel,
+    _outs: &[DevArg<'_>],
+    _ins: &[DevArg<'_>],
+) -> Result<()> {
+    Err(Error::Device(format!(
+        "{} has no CUDA kernel yet.",
+        kernel.name()
+    )))
+}

@@ -1,0 +1,1 @@
+//! Kernel parameters and the launch call.
