@@ -232,6 +232,14 @@ pub(crate) fn backend(device: &Device) -> Result<&'static dyn Backend> {
                 ))
             })
         }
+        #[cfg(feature = "cuda")]
+        Device::Cuda(n) => super::cuda::cuda_backend(*n)
+            .map(|c| c as &dyn Backend)
+            .map_err(|e| match e {
+                Error::CudaUnavailable(_) => cuda_unavailable(*n),
+                e => e,
+            }),
+        #[cfg(not(feature = "cuda"))]
         Device::Cuda(n) => Err(cuda_unavailable(*n)),
     }
 }
@@ -250,16 +258,7 @@ fn cuda_unavailable(n: usize) -> Error {
                 .trim_start_matches("CUDA is not available: ")
                 .trim_end_matches('.')
         ),
-        Ok(info) => match info.devices.get(n) {
-            Some(gpu) => format!(
-                "the driver reports {} (sm_{}{}), but this version of tensorguard has no CUDA backend to run work on it yet",
-                gpu.name, gpu.compute_capability.0, gpu.compute_capability.1
-            ),
-            None => format!(
-                "the driver reports {} GPU(s), and this version of tensorguard has no CUDA backend yet",
-                info.devices.len()
-            ),
-        },
+        Ok(info) => format!("the driver reports {} GPU(s)", info.devices.len()),
     };
     Error::Device(format!(
         "cuda:{n} is not available: {why}. Use Device::cuda_if_available({n}) to fall back to the cpu, or Device::Emulated({n}) to test device code without a GPU."

@@ -7,7 +7,7 @@ mod config;
 mod conformance;
 pub(crate) mod copy;
 pub(crate) mod cpu;
-mod cuda;
+pub(crate) mod cuda;
 mod emulated;
 pub(crate) mod kernel;
 pub(crate) mod storage;
@@ -18,7 +18,7 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
-pub use cuda::{cuda_info, CudaInfo, GpuInfo, CUDA_VERSION};
+pub use cuda::{allow_tf32, cuda_info, set_allow_tf32, CudaInfo, GpuInfo, CUDA_VERSION};
 pub(crate) use storage::Storage;
 pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};
@@ -64,12 +64,13 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> Option<String> {
 
 /// How many devices of `kind` are usable now (always 1 for cpu; the
 /// configured number of emulated devices, 0 when their configuration is
-/// invalid (see [`emulated_config`]); 0 CUDA devices in this build).
+/// invalid (see [`emulated_config`]); the GPUs the CUDA driver reports,
+/// 0 without CUDA or without the `cuda` feature).
 pub fn count(kind: DeviceKind) -> usize {
     match kind {
         DeviceKind::Cpu => 1,
         DeviceKind::Emulated => backend::emulated_devices().map_or(0, |d| d.len()),
-        DeviceKind::Cuda => 0,
+        DeviceKind::Cuda => cuda::gpu_count(),
     }
 }
 

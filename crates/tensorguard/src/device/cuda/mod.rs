@@ -8,11 +8,23 @@
 //! backend: memory, copies, kernels) builds on this.
 
 #[cfg(feature = "cuda")]
+mod backend;
+#[cfg(feature = "cuda")]
+mod copy;
+#[cfg(feature = "cuda")]
+mod fault;
+#[cfg(feature = "cuda")]
 pub(crate) mod kernels;
 #[cfg(feature = "cuda")]
 mod probe;
+#[cfg(feature = "cuda")]
+mod stream;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+#[cfg(feature = "cuda")]
+pub(crate) use backend::Cuda;
 
 use crate::error::{CudaUnavailable, Error, Result};
 
@@ -61,6 +73,87 @@ pub fn cuda_info() -> Result<CudaInfo> {
     INFO.get_or_init(find)
         .clone()
         .map_err(Error::CudaUnavailable)
+}
+
+static ALLOW_TF32: AtomicBool = AtomicBool::new(false);
+
+/// Whether f32 matmuls on CUDA may use TF32 tensor cores (about 10 bits of
+/// mantissa in the products, much faster). Off by default, as PyTorch's
+/// `torch.backends.cuda.matmul.allow_tf32` since 1.12.
+pub fn allow_tf32() -> bool {
+    ALLOW_TF32.load(Ordering::Relaxed)
+}
+
+/// Let f32 matmuls on CUDA use TF32 tensor cores (see [`allow_tf32`]).
+///
+/// ```
+/// use tensorguard::device;
+/// device::set_allow_tf32(true);
+/// assert!(device::allow_tf32());
+/// device::set_allow_tf32(false);
+/// ```
+pub fn set_allow_tf32(on: bool) {
+    ALLOW_TF32.store(on, Ordering::Relaxed);
+}
+
+/// How many GPUs the driver reports (0 without CUDA).
+pub(crate) fn gpu_count() -> usize {
+    cuda_info().map_or(0, |i| i.devices.len())
+}
+
+/// The primary contexts, retained at first use of each GPU.
+#[cfg(feature = "cuda")]
+static CTXS: OnceLock<
+    Vec<OnceLock<std::result::Result<&'static crate::memory::alloc::cuda::Ctx, String>>>,
+> = OnceLock::new();
+
+/// The primary context of GPU `n`, retained at first use (kept for the
+/// life of the process, as the runtime does).
+#[cfg(feature = "cuda")]
+pub(crate) fn gpu_ctx(n: usize) -> Result<&'static crate::memory::alloc::cuda::Ctx> {
+    let info = cuda_info()?;
+    let slots = CTXS.get_or_init(|| (0..info.devices.len()).map(|_| OnceLock::new()).collect());
+    let slot = slots
+        .get(n)
+        .ok_or_else(|| no_such_gpu(n, info.devices.len()))?;
+    slot.get_or_init(|| {
+        crate::memory::alloc::cuda::Ctx::retain(n)
+            .map(|c| &*Box::leak(Box::new(c)))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(Error::Device)
+}
+
+fn no_such_gpu(n: usize, have: usize) -> Error {
+    Error::Device(format!(
+        "cuda:{n} does not exist: the driver reports {have} GPU(s) (cuda:0 to cuda:{}). Use Device::cuda_if_available({n}) to fall back to the cpu.",
+        have.saturating_sub(1)
+    ))
+}
+
+/// The backends of the GPUs, made at first use of each.
+#[cfg(feature = "cuda")]
+static GPUS: OnceLock<Vec<OnceLock<std::result::Result<&'static Cuda, String>>>> = OnceLock::new();
+
+/// The backend of `cuda:n`: its context, allocator, fault ring and streams
+/// (made at first use; an error when there is no such GPU or no CUDA).
+#[cfg(feature = "cuda")]
+pub(crate) fn cuda_backend(n: usize) -> Result<&'static Cuda> {
+    let info = cuda_info()?;
+    let slots = GPUS.get_or_init(|| (0..info.devices.len()).map(|_| OnceLock::new()).collect());
+    let slot = slots
+        .get(n)
+        .ok_or_else(|| no_such_gpu(n, info.devices.len()))?;
+    slot.get_or_init(|| {
+        let gpu = &info.devices[n];
+        gpu_ctx(n)
+            .and_then(|ctx| Cuda::new(n, ctx, gpu.compute_capability))
+            .map(|c| &*Box::leak(Box::new(c)))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(Error::Device)
 }
 
 #[cfg(feature = "cuda")]

@@ -85,6 +85,11 @@ impl Ctx {
         Ok(())
     }
 
+    /// The driver's handle of the context.
+    pub(crate) fn raw(&self) -> sys::CUcontext {
+        self.ctx
+    }
+
     /// (free, total) bytes of the GPU as the driver sees them
     /// (`cuMemGetInfo`: other processes' memory counts as used).
     pub(crate) fn mem_info(&self) -> Result<(usize, usize)> {

@@ -109,6 +109,11 @@ impl Buffer {
         }
     }
 
+    /// The block's length in bytes (what was asked for).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The stream the block was allocated for.
     pub(crate) fn stream(&self) -> StreamId {
         self.alloc.as_ref().map_or(0, |a| a.stream())

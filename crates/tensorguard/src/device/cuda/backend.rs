@@ -1,0 +1,442 @@
+//! `cuda:N` behind the [`Backend`] seam: the caching allocator over
+//! `cuMemAlloc`, CUDA streams whose queued work holds its operands until
+//! its event completed (`stream.rs`), the copy engine on `cuMemcpyAsync`,
+//! and kernels compiled with NVRTC (`kernels/`).
+//!
+//! A launch stages what the kernels do not take (an input in another dtype,
+//! an input that shares storage with an output, an output in another
+//! dtype) through device temporaries with copy kernels, as the cpu
+//! executor does on the host, all on the launch's stream.
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::fault::FaultRing;
+use super::kernels::{self, DevArg, KernelEnv, KernelState};
+use super::stream::{CudaStream, Item};
+use crate::device::backend::{alloc_buffer, backend, Backend, HostFn, Launch, Mark};
+use crate::device::copy::CopyJob;
+use crate::device::kernel::{Arg, Kernel};
+use crate::device::{Device, Storage, StreamId};
+use crate::error::{Error, Result};
+use crate::memory::alloc::cuda::{Ctx, CudaRaw};
+use crate::memory::alloc::{Buffer, CachingAllocator};
+use crate::shape::Layout;
+
+/// Streams per GPU: stream 0 (a non-blocking stream, not CUDA's legacy
+/// default stream, which would serialise with every other) and a pool
+/// handed out round robin by `Stream::new`.
+pub(crate) const STREAMS: usize = 8;
+
+/// One GPU.
+pub(crate) struct Cuda {
+    device: Device,
+    ctx: &'static Ctx,
+    cc: (u32, u32),
+    allocator: CachingAllocator,
+    streams: Vec<OnceLock<CudaStream>>,
+    creating: Mutex<()>,
+    next: AtomicUsize,
+    kernels: KernelState,
+    ring: FaultRing,
+    launches: AtomicU64,
+    deferred: Mutex<Vec<(Buffer, SmallVec<[Mark; 2]>)>>,
+}
+
+impl Cuda {
+    /// The backend of GPU `index` with compute capability `cc`.
+    pub(crate) fn new(index: usize, ctx: &'static Ctx, cc: (u32, u32)) -> Result<Cuda> {
+        let device = Device::Cuda(index);
+        let raw = CudaRaw::new(ctx)?;
+        Ok(Cuda {
+            device,
+            ctx,
+            cc,
+            allocator: CachingAllocator::new(device.to_string(), Box::new(raw)),
+            streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
+            creating: Mutex::new(()),
+            next: AtomicUsize::new(0),
+            kernels: KernelState::new(index),
+            ring: FaultRing::new(ctx)?,
+            launches: AtomicU64::new(0),
+            deferred: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Stream `id`, created at first use.
+    pub(super) fn stream(&self, id: StreamId) -> Result<&CudaStream> {
+        let slot = self.streams.get(id as usize).ok_or_else(|| {
+            Error::Device(format!(
+                "{} has no stream {id} (it has {STREAMS}).",
+                self.device
+            ))
+        })?;
+        if let Some(s) = slot.get() {
+            return Ok(s);
+        }
+        let _one = self.creating.lock();
+        if let Some(s) = slot.get() {
+            return Ok(s);
+        }
+        self.ctx.bind()?;
+        let s = CudaStream::create(self.device, id)?;
+        Ok(slot.get_or_init(|| s))
+    }
+
+    fn started(&self) -> impl Iterator<Item = &CudaStream> {
+        self.streams.iter().filter_map(|s| s.get())
+    }
+
+    /// The device address of a storage's first byte.
+    fn addr(storage: &Storage) -> u64 {
+        storage.data.read().ptr().addr() as u64
+    }
+
+    /// Run `kernel` on `stream` with the operands already resolved to
+    /// device addresses (inside the stream's submit: in stream order).
+    fn run_kernel(
+        &self,
+        raw: cudarc::driver::sys::CUstream,
+        stream: StreamId,
+        launch: u64,
+        site: &'static Location<'static>,
+        kernel: &Kernel,
+        outs: &[DevArg<'_>],
+        ins: &[DevArg<'_>],
+    ) -> Result<()> {
+        let temp = |bytes: usize| alloc_buffer(&self.device, stream, bytes, site);
+        let env = KernelEnv {
+            stream: raw,
+            stream_id: stream,
+            cc: self.cc,
+            state: &self.kernels,
+            fault: self.ring.slot(launch),
+            temp: &temp,
+            allow_tf32: super::allow_tf32(),
+        };
+        kernels::run(&env, kernel, outs, ins)
+    }
+}
+
+/// An input staged into a contiguous temporary of the dtype the kernel
+/// reads (see the module doc).
+struct Staged {
+    n: usize,
+    buf: Buffer,
+    layout: Layout,
+}
+
+fn same_operand(a: &Arg<'_>, out: &Arg<'_>) -> bool {
+    Arc::ptr_eq(a.storage, out.storage)
+        && a.tdtype == a.want
+        && a.want == out.want
+        && out.tdtype == out.want
+        && a.layout == out.layout
+}
+
+impl Backend for Cuda {
+    fn allocator(&self) -> &CachingAllocator {
+        &self.allocator
+    }
+
+    fn new_stream(&self) -> Result<StreamId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = 1 + (n % (STREAMS - 1)) as StreamId;
+        self.stream(id)?;
+        Ok(id)
+    }
+
+    fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
+        if !l.outs.is_empty() && l.outs.iter().all(|o| o.layout.numel() == 0) {
+            return Ok(None);
+        }
+        self.ctx.bind()?;
+        if let Kernel::Custom(k) = l.kernel {
+            // the op's own device kernel (its host kernel cannot reach GPU memory)
+            crate::device::cpu::custom::run_device(k, self.device, stream)?;
+            return Ok(None);
+        }
+        let s = self.stream(stream)?;
+        let self_first = l.kernel.reads_output_in_place()
+            && l.outs.len() == 1
+            && l.ins.first().is_some_and(|i| same_operand(i, &l.outs[0]));
+        let out_ids: SmallVec<[u64; 2]> = l.outs.iter().map(|o| o.storage.id()).collect();
+        // temporaries first (an allocation may wait for this stream)
+        let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
+        for (n, i) in l.ins.iter().enumerate() {
+            if self_first && n == 0 {
+                continue;
+            }
+            if i.tdtype != i.want || out_ids.contains(&i.storage.id()) {
+                let layout = Layout::contiguous(&i.layout.shape);
+                let bytes = layout.numel() * i.want.size_in_bytes();
+                let buf = alloc_buffer(&self.device, stream, bytes, l.site)?;
+                staged.push(Staged { n, buf, layout });
+            }
+        }
+        let mut out_tmp: SmallVec<[(usize, Buffer, Layout); 1]> = SmallVec::new();
+        for (k, o) in l.outs.iter().enumerate() {
+            if o.tdtype != o.want {
+                let layout = Layout::contiguous(&o.layout.shape);
+                let bytes = layout.numel() * o.want.size_in_bytes();
+                out_tmp.push((
+                    k,
+                    alloc_buffer(&self.device, stream, bytes, l.site)?,
+                    layout,
+                ));
+            }
+        }
+        // the layout each input is read with, broadcast to the kernel's shape
+        let read_layouts: SmallVec<[Layout; 3]> = l
+            .ins
+            .iter()
+            .enumerate()
+            .map(|(n, i)| {
+                let base = staged
+                    .iter()
+                    .find(|s| s.n == n)
+                    .map_or(i.layout, |s| &s.layout);
+                match i.bshape {
+                    Some(b) if b != base.shape.as_slice() => base.broadcast_to(b),
+                    _ => base.clone(),
+                }
+            })
+            .collect();
+        let in_ptrs: SmallVec<[u64; 3]> = l
+            .ins
+            .iter()
+            .enumerate()
+            .map(|(n, i)| match staged.iter().find(|s| s.n == n) {
+                Some(s) => s.buf.ptr().addr() as u64,
+                None => Cuda::addr(i.storage),
+            })
+            .collect();
+        let out_ptrs: SmallVec<[u64; 2]> = l.outs.iter().map(|o| Cuda::addr(o.storage)).collect();
+        let launch = self.launches.fetch_add(1, Ordering::Relaxed) + 1;
+        let item = Item {
+            launch,
+            op: l.op,
+            site: l.site,
+            outs: l.outs.iter().map(|o| Arc::clone(o.storage)).collect(),
+            ins: l.ins.iter().map(|i| Arc::clone(i.storage)).collect(),
+        };
+        let timing = (l.timing)(stream).map(|p| (Some(p), None));
+        let seq = s.submit(item, timing, |raw| {
+            let run = |k: &Kernel, o: &[DevArg<'_>], i: &[DevArg<'_>]| {
+                self.run_kernel(raw, stream, launch, l.site, k, o, i)
+            };
+            // 1. inputs into the dtype the kernel reads
+            for st in &staged {
+                let i = &l.ins[st.n];
+                run(
+                    &Kernel::Copy,
+                    &[DevArg {
+                        ptr: st.buf.ptr().addr() as u64,
+                        layout: &st.layout,
+                        dtype: i.want,
+                    }],
+                    &[DevArg {
+                        ptr: Cuda::addr(i.storage),
+                        layout: i.layout,
+                        dtype: i.tdtype,
+                    }],
+                )?;
+            }
+            // 2. the kernel
+            let outs: SmallVec<[DevArg<'_>; 2]> = l
+                .outs
+                .iter()
+                .enumerate()
+                .map(|(k, o)| match out_tmp.iter().find(|t| t.0 == k) {
+                    Some((_, b, lay)) => DevArg {
+                        ptr: b.ptr().addr() as u64,
+                        layout: lay,
+                        dtype: o.want,
+                    },
+                    None => DevArg {
+                        ptr: out_ptrs[k],
+                        layout: o.layout,
+                        dtype: o.want,
+                    },
+                })
+                .collect();
+            let ins: SmallVec<[DevArg<'_>; 3]> = l
+                .ins
+                .iter()
+                .enumerate()
+                .map(|(n, i)| DevArg {
+                    ptr: in_ptrs[n],
+                    layout: &read_layouts[n],
+                    dtype: i.want,
+                })
+                .collect();
+            run(l.kernel, &outs, &ins)?;
+            // 3. outputs into their own dtype
+            for (k, b, lay) in &out_tmp {
+                let o = &l.outs[*k];
+                run(
+                    &Kernel::Copy,
+                    &[DevArg {
+                        ptr: out_ptrs[*k],
+                        layout: o.layout,
+                        dtype: o.tdtype,
+                    }],
+                    &[DevArg {
+                        ptr: b.ptr().addr() as u64,
+                        layout: lay,
+                        dtype: o.want,
+                    }],
+                )?;
+            }
+            Ok(())
+        })?;
+        // the temporaries go back to the cache now: their blocks are reused
+        // only by later work on this stream (Note [Stream-ordered reuse])
+        drop(staged);
+        drop(out_tmp);
+        Ok(Some(seq))
+    }
+
+    fn copy(&self, stream: StreamId, job: CopyJob) -> Result<Option<u64>> {
+        self.ctx.bind()?;
+        let s = self.stream(stream)?;
+        super::copy::submit(s, job)
+    }
+
+    fn host_fn(
+        &self,
+        stream: StreamId,
+        op: &'static str,
+        site: &'static Location<'static>,
+        f: HostFn,
+    ) -> Result<u64> {
+        self.ctx.bind()?;
+        self.stream(stream)?.host_fn(op, site, f)
+    }
+
+    fn record_event(&self, stream: StreamId) -> u64 {
+        self.streams
+            .get(stream as usize)
+            .and_then(|s| s.get())
+            .map_or(0, |s| s.submitted())
+    }
+
+    fn event_query(&self, stream: StreamId, seq: u64) -> bool {
+        match self.streams.get(stream as usize).and_then(|s| s.get()) {
+            Some(s) => {
+                if s.completed() < seq && self.ctx.bind().is_ok() {
+                    s.poll(&self.ring, false);
+                }
+                s.completed() >= seq
+            }
+            None => true,
+        }
+    }
+
+    fn event_synchronize(&self, stream: StreamId, seq: u64) -> Result<()> {
+        self.ctx.bind()?;
+        let s = self.stream(stream)?;
+        s.wait(&self.ring, seq);
+        let fault = s.take_fault();
+        self.reclaim(false);
+        fault.map_or(Ok(()), Err)
+    }
+
+    fn stream_wait_event(
+        &self,
+        waiter: StreamId,
+        other: &Device,
+        on: StreamId,
+        seq: u64,
+    ) -> Result<()> {
+        match other {
+            Device::Cuda(n) => {
+                if *other == self.device && waiter == on {
+                    return Ok(());
+                }
+                self.ctx.bind()?;
+                let them = if *other == self.device {
+                    self
+                } else {
+                    super::cuda_backend(*n)?
+                };
+                self.stream(waiter)?.wait_for(them.stream(on)?, seq)
+            }
+            // the host or an emulated device: wait on the host
+            _ => backend(other)?.event_synchronize(on, seq),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.ctx.bind()?;
+        // the first fault is returned; other streams' faults stay with their
+        // stream for the next synchronisation (each is reported once)
+        let mut first = Ok(());
+        for s in self.started() {
+            s.wait(&self.ring, s.submitted());
+            if first.is_ok() {
+                if let Some(f) = s.take_fault() {
+                    first = Err(f);
+                }
+            }
+        }
+        self.reclaim(false);
+        first
+    }
+
+    /// See Note [Cross-stream lifetime].
+    fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>) {
+        self.deferred.lock().push((buf, deps));
+    }
+
+    fn reclaim(&self, wait: bool) -> bool {
+        if self.ctx.bind().is_err() {
+            return false;
+        }
+        let mut progressed = false;
+        for s in self.started() {
+            let before = s.completed();
+            if wait && before < s.submitted() {
+                // SAFETY: a stream of this context, which is current.
+                let _ = unsafe { cudarc::driver::result::stream::synchronize(s.raw()) };
+            }
+            // a stream whose lock this thread holds (an allocation inside a
+            // launch) is skipped, not waited for
+            s.poll(&self.ring, false);
+            progressed |= s.completed() > before;
+        }
+        let ready: Vec<Buffer> = {
+            let mut list = self.deferred.lock();
+            let mut ready = Vec::new();
+            let mut i = 0;
+            while i < list.len() {
+                let done = list[i].1.iter().all(|&(st, seq)| {
+                    self.streams
+                        .get(st as usize)
+                        .and_then(|s| s.get())
+                        .is_none_or(|s| s.completed() >= seq)
+                });
+                if done {
+                    ready.push(list.swap_remove(i).0);
+                } else {
+                    i += 1;
+                }
+            }
+            ready
+        };
+        let freed = progressed || !ready.is_empty();
+        drop(ready);
+        freed
+    }
+}
+
+impl Cuda {
+    /// The GPU's context.
+    pub(super) fn ctx(&self) -> &'static Ctx {
+        self.ctx
+    }
+}
