@@ -268,6 +268,7 @@ impl DeviceTiming {
 impl DeviceTiming {
     /// Stamp a span measured by the device itself (a GPU's timing events),
     /// converted to host instants by the backend.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn stamp(&self, start: Instant, end: Instant) {
         let ns = |t: Instant| t.saturating_duration_since(self.0.epoch).as_nanos() as u64;
         self.0.start.store(ns(start).max(1), Ordering::Relaxed);

@@ -36,6 +36,12 @@ pub struct OomReport {
     pub segment_size: usize,
     /// Total device capacity, `None` when unlimited (host memory).
     pub capacity: Option<usize>,
+    /// The most this process may reserve on the device, when
+    /// `memory::set_per_process_memory_fraction` set it.
+    pub limit: Option<usize>,
+    /// The device's (free, total) bytes as its driver reports them (a GPU:
+    /// `cuMemGetInfo`, other processes included); `None` without a driver.
+    pub driver: Option<(usize, usize)>,
     /// Bytes in live allocations.
     pub allocated: usize,
     /// Bytes in segments held by the allocator.
@@ -88,6 +94,22 @@ impl fmt::Display for OomReport {
                 b(self.reserved_free),
                 b(self.largest_free_block),
             )?,
+        }
+        if let Some(limit) = self.limit {
+            write!(
+                f,
+                " This process may reserve at most {} on it (memory::set_per_process_memory_fraction), and has {} reserved.",
+                b(limit),
+                b(self.reserved),
+            )?;
+        }
+        if let Some((free, total)) = self.driver {
+            write!(
+                f,
+                " The driver reports {} free of {} (other processes' memory counts as used).",
+                b(free),
+                b(total),
+            )?;
         }
         if self.top_allocations.is_empty() {
             f.write_str(" There are no live allocations.")?;

@@ -191,6 +191,26 @@ static CPU: LazyLock<Cpu> = LazyLock::new(|| Cpu {
     ),
 });
 
+/// The pinned host allocator: page-locked memory from CUDA
+/// (`cuMemHostAlloc`) when a GPU is present, so copies from and to it are
+/// truly asynchronous; host memory otherwise (what the emulated devices
+/// need).
+static PINNED: LazyLock<CachingAllocator> =
+    LazyLock::new(|| CachingAllocator::new("cpu (pinned)".to_string(), pinned_raw()));
+
+fn pinned_raw() -> Box<dyn crate::memory::alloc::RawAlloc> {
+    #[cfg(feature = "cuda")]
+    if let Ok(ctx) = super::cuda::gpu_ctx(0) {
+        return Box::new(crate::memory::alloc::cuda::CudaHostRaw::new(ctx));
+    }
+    Box::new(crate::memory::alloc::HostRaw::new(None))
+}
+
+/// The pinned host allocator (see [`PINNED`]).
+pub(crate) fn pinned_allocator() -> &'static CachingAllocator {
+    &PINNED
+}
+
 /// The emulated devices, or why their configuration is invalid.
 static EMULATED: OnceLock<std::result::Result<Vec<Emulated>, String>> = OnceLock::new();
 

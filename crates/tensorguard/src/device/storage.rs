@@ -152,7 +152,7 @@ impl Storage {
     /// Storage in pinned (page-locked) host memory from the pinned host
     /// allocator.
     pub(crate) fn new_pinned(bytes: usize, site: &'static Location<'static>) -> Result<Storage> {
-        let buf = Buffer::new_pinned(bytes, site)?;
+        let buf = Buffer::new_pinned(super::backend::pinned_allocator(), bytes, site)?;
         Ok(Storage::from_buffer(Device::Cpu, buf, true))
     }
 

@@ -24,10 +24,10 @@ mod watch;
 use std::path::Path;
 
 pub use crate::memory::alloc::{
-    check_viewer_pickle, format_bytes, host_empty_cache, host_stats, parse_bytes, read_snapshot,
-    snapshot_pickle, Action, AllocatorSettings, BlockState, Frame, Frames, HistoryOptions,
-    LiveAllocation, MemorySnapshot, MemoryStats, OomReport, SegmentType, SnapshotBlock,
-    SnapshotSegment, Stacks, Stat, StatArray, TraceEntry, DEFAULT_MAX_ENTRIES,
+    check_viewer_pickle, format_bytes, parse_bytes, read_snapshot, snapshot_pickle, Action,
+    AllocatorSettings, BlockState, Frame, Frames, HistoryOptions, LiveAllocation, MemorySnapshot,
+    MemoryStats, OomReport, SegmentType, SnapshotBlock, SnapshotSegment, Stacks, Stat, StatArray,
+    TraceEntry, DEFAULT_MAX_ENTRIES,
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 
@@ -86,6 +86,61 @@ pub fn reset_accumulated(device: &Device) {
 /// smaller than [`reserved`] minus [`allocated`], the cache is fragmented.
 pub fn largest_free_block(device: &Device) -> usize {
     allocator(device).map_or(0, |a| a.largest_free_block())
+}
+
+/// Statistics of the pinned host allocator (PyTorch's
+/// `torch.cuda.host_memory_stats`), with the names of [`stats`].
+///
+/// ```
+/// use tensorguard::{memory, DType, Tensor};
+/// let before = memory::host_stats().allocation.all.allocated;
+/// let t = Tensor::empty_pinned([256], DType::F32).unwrap();
+/// assert!(t.is_pinned());
+/// assert_eq!(memory::host_stats().allocation.all.allocated, before + 1);
+/// ```
+pub fn host_stats() -> MemoryStats {
+    crate::device::backend::pinned_allocator().stats()
+}
+
+/// Give the pinned host allocator's cached, unused blocks back to the
+/// system (PyTorch's `torch._C._host_emptyCache`).
+pub fn host_empty_cache() {
+    crate::device::backend::pinned_allocator().empty_cache();
+}
+
+/// Let this process reserve at most `fraction` of `device`'s capacity
+/// (PyTorch's `torch.cuda.set_per_process_memory_fraction`): allocations
+/// past it fail with an out-of-memory error as if the device were full,
+/// which makes out-of-memory behaviour the same on every machine. `1.0`
+/// lifts the limit. Memory already reserved is kept.
+///
+/// ```
+/// use tensorguard::{memory, Device, DType, Tensor};
+/// # tensorguard::device::configure_emulated(tensorguard::device::EmulatedConfig::uniform(1, 1 << 30)).ok();
+/// let dev = Device::Emulated(0);
+/// memory::set_per_process_memory_fraction(0.01, &dev)?; // 10.24 MiB of 1 GiB
+/// let err = Tensor::zeros([64 << 20], DType::F32, &dev).unwrap_err();
+/// assert!(err.to_string().contains("set_per_process_memory_fraction"), "{err}");
+/// memory::set_per_process_memory_fraction(1.0, &dev)?;
+/// # Ok::<(), tensorguard::Error>(())
+/// ```
+pub fn set_per_process_memory_fraction(fraction: f64, device: &Device) -> Result<()> {
+    let op = "set_per_process_memory_fraction";
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(Error::invalid(
+            op,
+            format!("the fraction must be between 0 and 1, got {fraction}. Pass e.g. 0.5 for half of {device}'s memory."),
+        ));
+    }
+    let a = allocator(device)?;
+    let Some(capacity) = a.capacity() else {
+        return Err(Error::invalid(
+            op,
+            format!("{device} has no fixed capacity to take a fraction of. Use it on a device (emu:N or cuda:N)."),
+        ));
+    };
+    a.set_limit((fraction < 1.0).then_some((capacity as f64 * fraction) as usize));
+    Ok(())
 }
 
 /// Give every cached, unused block of `device` back to the system

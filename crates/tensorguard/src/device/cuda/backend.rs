@@ -96,30 +96,37 @@ impl Cuda {
         storage.data.read().ptr().addr() as u64
     }
 
-    /// Run `kernel` on `stream` with the operands already resolved to
-    /// device addresses (inside the stream's submit: in stream order).
+    /// Run `kernel` where `on` says, with the operands already resolved
+    /// to device addresses (inside the stream's submit: in stream order).
     fn run_kernel(
         &self,
-        raw: cudarc::driver::sys::CUstream,
-        stream: StreamId,
-        launch: u64,
-        site: &'static Location<'static>,
+        on: &On,
         kernel: &Kernel,
         outs: &[DevArg<'_>],
         ins: &[DevArg<'_>],
     ) -> Result<()> {
+        let (stream, site) = (on.stream, on.site);
         let temp = |bytes: usize| alloc_buffer(&self.device, stream, bytes, site);
         let env = KernelEnv {
-            stream: raw,
+            stream: on.raw,
             stream_id: stream,
             cc: self.cc,
             state: &self.kernels,
-            fault: self.ring.slot(launch),
+            fault: self.ring.slot(on.launch),
             temp: &temp,
             allow_tf32: super::allow_tf32(),
         };
         kernels::run(&env, kernel, outs, ins)
     }
+}
+
+/// Where a kernel of one launch runs: the stream (driver handle and
+/// number), the launch's number (its fault slot) and the user's call site.
+struct On {
+    raw: cudarc::driver::sys::CUstream,
+    stream: StreamId,
+    launch: u64,
+    site: &'static Location<'static>,
 }
 
 /// An input staged into a contiguous temporary of the dtype the kernel
@@ -226,9 +233,14 @@ impl Backend for Cuda {
         };
         let timing = (l.timing)(stream).map(|p| (Some(p), None));
         let seq = s.submit(item, timing, |raw| {
-            let run = |k: &Kernel, o: &[DevArg<'_>], i: &[DevArg<'_>]| {
-                self.run_kernel(raw, stream, launch, l.site, k, o, i)
+            let on = On {
+                raw,
+                stream,
+                launch,
+                site: l.site,
             };
+            let run =
+                |k: &Kernel, o: &[DevArg<'_>], i: &[DevArg<'_>]| self.run_kernel(&on, k, o, i);
             // 1. inputs into the dtype the kernel reads
             for st in &staged {
                 let i = &l.ins[st.n];

@@ -80,19 +80,23 @@ pub(super) fn submit(s: &CudaStream, job: CopyJob) -> Result<Option<u64>> {
     };
     let timing = (prof.is_some() || done.is_some()).then_some((prof, done));
     let seq = s.submit(item, timing, |raw| {
-        // SAFETY (every arm): both addresses were checked to hold `bytes`
-        // bytes of live buffers, which the queued item keeps alive until the
-        // copy's event completed; the stream belongs to the current context.
+        // every arm: both addresses were checked to hold `bytes` bytes of
+        // live buffers, which the queued item keeps alive until the copy's
+        // event completed; the stream belongs to the current context
         let r = match (&to, &from) {
+            // SAFETY: see above (host source, device destination).
             (Side::Gpu(d, _), Side::Host(h)) => unsafe {
                 sys::cuMemcpyHtoDAsync_v2(*d, h.cast_const().cast(), bytes, raw)
             },
+            // SAFETY: see above (device source, host destination).
             (Side::Host(h), Side::Gpu(sp, _)) => unsafe {
                 sys::cuMemcpyDtoHAsync_v2(h.cast(), *sp, bytes, raw)
             },
+            // SAFETY: see above (both on one GPU).
             (Side::Gpu(d, dc), Side::Gpu(sp, sc)) if std::ptr::eq(*dc, *sc) => unsafe {
                 sys::cuMemcpyDtoDAsync_v2(*d, *sp, bytes, raw)
             },
+            // SAFETY: see above (two GPUs, each address in its own context).
             (Side::Gpu(d, dc), Side::Gpu(sp, sc)) => unsafe {
                 sys::cuMemcpyPeerAsync(*d, dc.raw(), *sp, sc.raw(), bytes, raw)
             },

@@ -125,6 +125,7 @@ pub(crate) fn gpu_ctx(n: usize) -> Result<&'static crate::memory::alloc::cuda::C
     .map_err(Error::Device)
 }
 
+#[cfg(feature = "cuda")]
 fn no_such_gpu(n: usize, have: usize) -> Error {
     Error::Device(format!(
         "cuda:{n} does not exist: the driver reports {have} GPU(s) (cuda:0 to cuda:{}). Use Device::cuda_if_available({n}) to fall back to the cpu.",

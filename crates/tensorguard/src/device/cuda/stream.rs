@@ -60,6 +60,13 @@ pub(super) struct Timed {
     pub done: Option<Box<dyn FnOnce(Duration) + Send>>,
 }
 
+/// What a timed item reports to: the profiler's slot and the transfer
+/// ledger's time column.
+pub(super) type Timing = (
+    Option<crate::hooks::DeviceTiming>,
+    Option<Box<dyn FnOnce(Duration) + Send>>,
+);
+
 /// What one queued item holds until its event completed.
 pub(super) struct Item {
     /// The launch number of a kernel (its fault-ring slot), 0 for copies
@@ -158,10 +165,7 @@ impl CudaStream {
     pub(super) fn submit(
         &self,
         item: Item,
-        timing: Option<(
-            Option<crate::hooks::DeviceTiming>,
-            Option<Box<dyn FnOnce(Duration) + Send>>,
-        )>,
+        timing: Option<Timing>,
         enqueue: impl FnOnce(sys::CUstream) -> Result<()>,
     ) -> Result<u64> {
         let mut st = self.state.lock();
@@ -479,5 +483,5 @@ unsafe extern "C" fn trampoline(data: *mut std::ffi::c_void) {
     // given to the driver once, so it is taken back exactly once here.
     let f = unsafe { Box::from_raw(data.cast::<Box<dyn FnOnce() + Send>>()) };
     // a panic must not unwind into the driver
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f()));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }

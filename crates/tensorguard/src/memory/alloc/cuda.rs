@@ -1,4 +1,3 @@
-#![allow(dead_code, reason = "the CUDA backend is being built")]
 //! Raw CUDA memory, below the caching allocator: device memory from
 //! `cuMemAlloc` (opaque to the host) and pinned host memory from
 //! `cuMemHostAlloc`, with the one thing both need, a GPU's primary context
@@ -40,10 +39,6 @@ thread_local! {
 /// The primary context of one GPU (the one the runtime API, and so
 /// PyTorch, uses: memory and streams are shared with it).
 pub(crate) struct Ctx {
-    /// The GPU's index (`cuda:index`).
-    pub index: usize,
-    /// The driver's handle of the GPU.
-    pub dev: sys::CUdevice,
     ctx: sys::CUcontext,
 }
 
@@ -64,7 +59,7 @@ impl Ctx {
         // SAFETY: `dev` is a valid device handle from cuDeviceGet.
         let ctx = unsafe { drv::primary_ctx::retain(dev) }
             .map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
-        let c = Ctx { index, dev, ctx };
+        let c = Ctx { ctx };
         c.bind()?;
         Ok(c)
     }
@@ -208,21 +203,4 @@ unsafe impl RawAlloc for CudaHostRaw {
     fn host_addressable(&self) -> bool {
         true
     }
-}
-
-/// The device address of mapped pinned host memory at `host` (for kernels
-/// that write to the host, like the fault record).
-pub(crate) fn mapped_device_ptr(ctx: &Ctx, host: DevicePtr) -> Result<u64> {
-    ctx.bind()?;
-    let mut dptr: sys::CUdeviceptr = 0;
-    // SAFETY: `host` is memory from cuMemHostAlloc with DEVICEMAP (the
-    // caller's contract); the driver writes one address through `dptr`.
-    let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, host.as_host_ptr().cast(), 0) };
-    if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(driver_error(
-            "cuMemHostGetDevicePointer",
-            drv::DriverError(r),
-        ));
-    }
-    Ok(dptr as u64)
 }

@@ -20,8 +20,7 @@ pub use crate::oom_report::{LiveAllocation, OomReport};
 pub use crate::units::format_bytes;
 pub(crate) use access::{enter_device_thread, may_touch, PeerAccess};
 pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
-pub use pinned::{host_empty_cache, host_stats};
-pub(crate) use raw::{DevicePtr, HostRaw};
+pub(crate) use raw::{DevicePtr, HostRaw, RawAlloc};
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
 pub use history::{Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES};
@@ -110,6 +109,7 @@ impl Buffer {
     }
 
     /// The block's length in bytes (what was asked for).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

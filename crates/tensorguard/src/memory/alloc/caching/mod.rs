@@ -179,6 +179,9 @@ pub(crate) struct CachingAllocator {
     inner: Mutex<Inner>,
     /// Event history (memory::record_history).
     pub(crate) history: History,
+    /// The most this allocator may reserve (`usize::MAX`: the device's
+    /// capacity), set by `memory::set_per_process_memory_fraction`.
+    limit: std::sync::atomic::AtomicUsize,
 }
 
 impl fmt::Debug for CachingAllocator {
@@ -199,7 +202,42 @@ impl CachingAllocator {
             raw,
             inner: Mutex::new(Inner::new()),
             history: History::new(),
+            limit: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
+    }
+
+    /// The device's capacity in bytes (`None` for host memory).
+    pub(crate) fn capacity(&self) -> Option<usize> {
+        self.raw.capacity()
+    }
+
+    /// Let this allocator reserve at most `limit` bytes (`None`: no limit
+    /// beyond the device's). Segments already reserved stay; new ones past
+    /// the limit fail as if the device were full (PyTorch's
+    /// `set_per_process_memory_fraction`).
+    pub(crate) fn set_limit(&self, limit: Option<usize>) {
+        self.limit.store(
+            limit.unwrap_or(usize::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The limit set by [`set_limit`](Self::set_limit).
+    pub(crate) fn limit(&self) -> Option<usize> {
+        let l = self.limit.load(std::sync::atomic::Ordering::Relaxed);
+        (l != usize::MAX).then_some(l)
+    }
+
+    /// A new segment from the raw allocator, unless it would take the
+    /// reserved bytes past the limit.
+    fn raw_alloc(&self, g: &Inner, seg_size: usize) -> Option<DevicePtr> {
+        if let Some(limit) = self.limit() {
+            let reserved = g.stats.reserved_bytes.all.current.max(0) as usize;
+            if reserved.saturating_add(seg_size) > limit {
+                return None;
+            }
+        }
+        self.raw.alloc(seg_size)
     }
 
     /// Whether this allocator's memory is host memory (see [`RawAlloc`]'s
@@ -263,12 +301,12 @@ impl CachingAllocator {
             let Some(seg_size) = allocation_size(size) else {
                 return Err(self.oom(&mut g, bytes, size, 0, stream, site));
             };
-            let ptr = match self.raw.alloc(seg_size) {
+            let ptr = match self.raw_alloc(&g, seg_size) {
                 Some(ptr) => ptr,
                 None => {
                     g.stats.num_alloc_retries += 1;
                     g.release_cached(&*self.raw, &self.history, Some(site));
-                    match self.raw.alloc(seg_size) {
+                    match self.raw_alloc(&g, seg_size) {
                         Some(ptr) => ptr,
                         None if !reclaimed => {
                             // See Note [Stream-ordered reuse]
@@ -338,6 +376,8 @@ impl CachingAllocator {
             rounded,
             segment_size,
             capacity: self.raw.capacity(),
+            limit: self.limit(),
+            driver: self.raw.mem_info(),
             allocated,
             reserved,
             reserved_free: reserved.saturating_sub(allocated),
