@@ -17,12 +17,14 @@ const MIB: usize = 1 << 20;
 /// emu:0: 64 MiB, emu:1 and emu:2: 66 MiB, emu:3: 256 MiB, emu:4: 8 MiB.
 /// The device of the accumulated-counters test (its own, so the numbers are exact).
 const ACCUMULATE_DEV: usize = 5;
+/// The device of the memory-fraction test (64 MiB).
+const FRACTION_DEV: usize = 6;
 
 fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         device::configure_emulated(EmulatedConfig {
-            capacities: vec![64 * MIB, 66 * MIB, 66 * MIB, 256 * MIB, 8 * MIB, 64 * MIB],
+            capacities: vec![64 * MIB, 66 * MIB, 66 * MIB, 256 * MIB, 8 * MIB, 64 * MIB, 64 * MIB],
         })
         .expect("the emulated devices are configured before any test uses them");
     });
@@ -363,4 +365,53 @@ fn accumulated_counters_reset_and_fragmentation_is_visible() -> Result<()> {
     memory::empty_cache(&dev);
     assert_eq!(memory::largest_free_block(&dev), 0);
     Ok(())
+}
+
+/// With a fraction that leaves 32 MiB, one 24 MiB tensor fits and a second
+/// does not, whatever the device's size: the report names the limit. Freed
+/// memory is reused under the limit, and 1.0 lifts it.
+fn fraction_case(dev: &Device, capacity: usize) -> Result<()> {
+    let limit = 32 * MIB;
+    memory::set_per_process_memory_fraction(limit as f64 / capacity as f64, dev)?;
+    let a = Tensor::zeros([6 * MIB], DType::F32, dev)?; // 24 MiB
+    let err = Tensor::zeros([6 * MIB], DType::F32, dev).unwrap_err();
+    let report = oom_report(err);
+    assert!(report.limit.is_some_and(|l| l <= limit && l > limit - MIB), "{report:?}");
+    let text = report.to_string();
+    assert!(text.contains("set_per_process_memory_fraction"), "{text}");
+    drop(a);
+    let b = Tensor::zeros([6 * MIB], DType::F32, dev)?; // the freed block, under the limit
+    drop(b);
+    memory::set_per_process_memory_fraction(1.0, dev)?;
+    let (c, d) = (
+        Tensor::zeros([6 * MIB], DType::F32, dev)?,
+        Tensor::zeros([6 * MIB], DType::F32, dev)?,
+    );
+    drop((c, d));
+    // out of range, and a device without a capacity: errors that say why
+    let bad = memory::set_per_process_memory_fraction(1.5, dev).unwrap_err();
+    assert!(bad.to_string().contains("between 0 and 1"), "{bad}");
+    let cpu = memory::set_per_process_memory_fraction(0.5, &Device::Cpu).unwrap_err();
+    assert!(cpu.to_string().contains("no fixed capacity"), "{cpu}");
+    assert_clean(dev);
+    Ok(())
+}
+
+#[test]
+fn memory_fraction_limits_what_the_process_reserves_emu() -> Result<()> {
+    setup();
+    fraction_case(&Device::Emulated(FRACTION_DEV), 64 * MIB)
+}
+
+#[test]
+fn memory_fraction_limits_what_the_process_reserves_cuda() -> Result<()> {
+    let dev = Device::Cuda(0);
+    if let Err(e) = dev.check_available() {
+        println!("skipped: {e}");
+        return Ok(());
+    }
+    let total = device::cuda_info()?.devices[0].total_memory as usize;
+    // other tests of this binary may hold memory on the GPU: none run here
+    // at the same time on cuda:0 beyond what this case allocates
+    fraction_case(&dev, total)
 }
