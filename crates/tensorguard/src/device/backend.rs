@@ -264,9 +264,8 @@ pub(crate) fn backend(device: &Device) -> Result<&'static dyn Backend> {
     }
 }
 
-/// Why `cuda:n` cannot run work: no CUDA in this build, no driver or GPU
-/// (the probe's reason, `device::cuda_info`), or a GPU found while this
-/// version has no CUDA backend to run work on it.
+/// Why `cuda:n` cannot run work: no CUDA in this build, or no driver or
+/// GPU (the probe's reason, `device::cuda_info`).
 fn cuda_unavailable(n: usize) -> Error {
     let why = match super::cuda_info() {
         Err(Error::CudaUnavailable(crate::error::CudaUnavailable::NotBuilt)) => {

@@ -32,6 +32,10 @@ use crate::shape::Layout;
 /// handed out round robin by `Stream::new`.
 pub(crate) const STREAMS: usize = 8;
 
+/// How often a launch looks for completed work on its stream (the rest of
+/// the time, allocations and waits do).
+const POLL_EVERY: u64 = 64;
+
 /// One GPU.
 pub(crate) struct Cuda {
     device: Device,
@@ -310,6 +314,11 @@ impl Backend for Cuda {
         // only by later work on this stream (Note [Stream-ordered reuse])
         drop(staged);
         drop(out_tmp);
+        if seq % POLL_EVERY == 0 {
+            // a program that queues work without ever waiting still lets go
+            // of what completed work held
+            s.poll(&self.ring, false);
+        }
         Ok(Some(seq))
     }
 

@@ -128,8 +128,7 @@ pub(crate) fn gpu_ctx(n: usize) -> Result<&'static crate::memory::alloc::cuda::C
 #[cfg(feature = "cuda")]
 fn no_such_gpu(n: usize, have: usize) -> Error {
     Error::Device(format!(
-        "cuda:{n} does not exist: the driver reports {have} GPU(s) (cuda:0 to cuda:{}). Use Device::cuda_if_available({n}) to fall back to the cpu.",
-        have.saturating_sub(1)
+        "cuda:{n} is not available: the driver reports {have} GPU(s), so cuda:{n} does not exist. Use Device::cuda_if_available({n}) to fall back to the cpu."
     ))
 }
 
