@@ -188,32 +188,16 @@ impl CudaStream {
             }
             return Err(e);
         }
-        let event = match (timed.is_some(), st.events.pop(), st.timing_events.pop()) {
-            // a timed item ends with a timing event
-            (true, e, Some(t)) => {
-                if let Some(e) = e {
-                    st.events.push(e);
-                }
-                t
-            }
-            (true, e, None) => {
-                if let Some(e) = e {
-                    st.events.push(e);
-                }
-                new_event(true)?
-            }
-            (false, Some(e), t) => {
-                if let Some(t) = t {
-                    st.timing_events.push(t);
-                }
-                e
-            }
-            (false, None, t) => {
-                if let Some(t) = t {
-                    st.timing_events.push(t);
-                }
-                new_event(false)?
-            }
+        // a timed item ends with a timing event (its elapsed time is read
+        // between the two)
+        let pooled = if timed.is_some() {
+            st.timing_events.pop()
+        } else {
+            st.events.pop()
+        };
+        let event = match pooled {
+            Some(e) => e,
+            None => new_event(timed.is_some())?,
         };
         // SAFETY: a valid event and this stream, in the current context.
         unsafe { drv::event::record(event.0, self.raw.0) }
