@@ -269,6 +269,10 @@ template <typename O, typename I> struct TgCast {
         return tg_from_i64<O>((long long)tg_to_acc<I>(x));
     }
 };
+// same dtype: the bits as they are (NaN payloads included), as the cpu copies
+template <typename T> struct TgCast<T, T> {
+    __device__ __forceinline__ T operator()(T x) const { return x; }
+};
 template <typename I> struct TgCastBool {
     __device__ __forceinline__ unsigned char operator()(I x) const {
         return tg_to_acc<I>(x) != 0 ? 1 : 0;

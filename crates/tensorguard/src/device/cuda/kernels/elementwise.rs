@@ -103,7 +103,10 @@ pub(crate) fn part(name: &str) -> Option<u32> {
     }
     if let Some(rest) = n.strip_prefix("copy_") {
         let out = rest.split('_').next()?;
-        return COPY_ORDER.iter().position(|&s| s == out).map(|i| 1 + i as u32);
+        return COPY_ORDER
+            .iter()
+            .position(|&s| s == out)
+            .map(|i| 1 + i as u32);
     }
     let dt = n.rsplit('_').next()?;
     COPY_ORDER[1..]
@@ -144,7 +147,12 @@ pub(crate) fn kernel_name(kernel: &Kernel, out: DType, in0: Option<DType>) -> Re
         Kernel::Clamp { .. } => write!(n, "tg_clamp_{}", arith_suffix(out)),
         Kernel::Where => write!(n, "tg_where_{}", size_suffix(out)),
         Kernel::MaskedFill(_) => write!(n, "tg_masked_fill_{}", size_suffix(out)),
-        _ => return Err(internal(op, "a non-elementwise kernel reached elementwise.rs")),
+        _ => {
+            return Err(internal(
+                op,
+                "a non-elementwise kernel reached elementwise.rs",
+            ))
+        }
     };
     w.map_err(|_| internal(op, "a kernel name is too long"))?;
     Ok(n)
@@ -179,33 +187,57 @@ fn scalar_arg(args: Args, bits: u64, dt: DType) -> Args {
 }
 
 /// How a launch indexes its operands.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "lives on the stack for one launch; boxing would allocate per launch"
+)]
 enum Path {
     /// One contiguous run per operand: element pointers, and whether every
     /// one is aligned for 16-byte vectors of `vn` elements.
-    Linear { ptrs: [u64; 4], vec: bool, vn: usize },
+    Linear {
+        ptrs: [u64; 4],
+        vec: bool,
+        vn: usize,
+    },
     /// Offsets computed from the shared (coalesced) shape.
     Strided([Strided; 4]),
 }
 
-/// Choose the path for `ops` (the output first), all of `shape`.
+/// Choose the path for `ops` (the output first). Inputs have the output's
+/// shape (broadcast before launch); one that is merely broadcastable to it
+/// is broadcast here.
 fn path(op: &'static str, ops: &[&DevArg<'_>]) -> Result<Path> {
     let shape = &ops[0].layout.shape;
-    for a in &ops[1..] {
-        if a.layout.shape != *shape {
+    let mut bcast: [Dims; 4] = Default::default();
+    for (k, a) in ops.iter().enumerate().skip(1) {
+        let s = &a.layout.shape;
+        if s == shape {
+            continue;
+        }
+        let fits = s.len() <= shape.len()
+            && s.iter()
+                .zip(&shape[shape.len() - s.len()..])
+                .all(|(&x, &y)| x == y || x == 1);
+        if !fits {
             return Err(internal(
                 op,
-                &format!(
-                    "an input of shape {:?} reached a kernel writing shape {:?} (broadcasting is applied before launch)",
-                    a.layout.shape, shape
-                ),
+                &format!("an input of shape {s:?} reached a kernel writing shape {shape:?}"),
             ));
         }
+        bcast[k] = a.layout.broadcast_strides(shape);
     }
-    let strides: [&[usize]; 4] =
-        std::array::from_fn(|k| ops.get(k).map_or(&[][..], |a| &a.layout.strides[..]));
+    let strides: [&[usize]; 4] = std::array::from_fn(|k| match ops.get(k) {
+        Some(a) if a.layout.shape == *shape => &a.layout.strides[..],
+        Some(_) => &bcast[k][..],
+        None => &[][..],
+    });
     let (cshape, cstrides) = coalesce(shape, &strides[..ops.len()]);
     if cshape.len() == 1 && cstrides[..ops.len()].iter().all(|s| s[0] == 1) {
-        let max = ops.iter().map(|a| a.dtype.size_in_bytes()).max().unwrap_or(1);
+        let max = ops
+            .iter()
+            .map(|a| a.dtype.size_in_bytes())
+            .max()
+            .unwrap_or(1);
         let vn = 16 / max;
         let mut ptrs = [0u64; 4];
         let mut vec = true;
@@ -263,12 +295,20 @@ pub(super) fn run(
         Kernel::Copy | Kernel::Unary(_) | Kernel::BinaryScalar { .. } | Kernel::Clamp { .. } => 1,
         Kernel::Binary(_) | Kernel::MaskedFill(_) => 2,
         Kernel::Where => 3,
-        _ => return Err(internal(op, "a non-elementwise kernel reached elementwise.rs")),
+        _ => {
+            return Err(internal(
+                op,
+                "a non-elementwise kernel reached elementwise.rs",
+            ))
+        }
     };
     if ins.len() < wanted {
         return Err(internal(
             op,
-            &format!("the kernel needs {wanted} inputs and was given {}", ins.len()),
+            &format!(
+                "the kernel needs {wanted} inputs and was given {}",
+                ins.len()
+            ),
         ));
     }
     if let Kernel::BinaryScalar {
@@ -298,7 +338,8 @@ pub(super) fn run(
     let mut name = Name::new();
     let strided = matches!(path, Path::Strided(_));
     let sfx = if strided { "_s" } else { "" };
-    write!(name, "{}{sfx}", base.as_str()).map_err(|_| internal(op, "a kernel name is too long"))?;
+    write!(name, "{}{sfx}", base.as_str())
+        .map_err(|_| internal(op, "a kernel name is too long"))?;
     let f = env
         .state
         .modules
@@ -459,14 +500,21 @@ pub(super) mod tests {
     #[test]
     fn bool_arithmetic_runs_as_u8_and_moves_by_size() {
         let add = Kernel::Binary(BinaryOp::Add);
-        assert_eq!(kernel_name(&add, DType::Bool, Some(DType::Bool)).unwrap().as_str(), "tg_add_u8");
+        assert_eq!(
+            kernel_name(&add, DType::Bool, Some(DType::Bool))
+                .unwrap()
+                .as_str(),
+            "tg_add_u8"
+        );
         let lt = Kernel::BinaryScalar {
             op: BinaryOp::Lt,
             scalar: Scalar::Float(0.5),
             reversed: true,
         };
         assert_eq!(
-            kernel_name(&lt, DType::Bool, Some(DType::F16)).unwrap().as_str(),
+            kernel_name(&lt, DType::Bool, Some(DType::F16))
+                .unwrap()
+                .as_str(),
             "tg_lt_scalar_f16"
         );
         let w = kernel_name(&Kernel::Where, DType::BF16, Some(DType::Bool)).unwrap();
@@ -476,13 +524,96 @@ pub(super) mod tests {
         assert!(kernel_name(&Kernel::Unary(UnaryOp::Exp), DType::I64, Some(DType::I64)).is_err());
     }
 
+    fn arg(layout: &Layout, dtype: DType, ptr: u64) -> DevArg<'_> {
+        DevArg { ptr, layout, dtype }
+    }
+
+    #[test]
+    fn contiguous_operands_go_linear_and_vectorise_when_aligned() {
+        let l = Layout::contiguous(&[4, 5]);
+        let (o, a) = (arg(&l, DType::F32, 4096), arg(&l, DType::F32, 8192));
+        match path("add", &[&o, &a]).unwrap() {
+            Path::Linear { ptrs, vec, vn } => {
+                assert_eq!((ptrs[0], ptrs[1], vec, vn), (4096, 8192, true, 4));
+            }
+            Path::Strided(_) => panic!("contiguous went strided"),
+        }
+        // a view at element 1: pointers move, vectors no longer line up
+        let off = Layout {
+            offset: 1,
+            ..Layout::contiguous(&[4, 5])
+        };
+        let b = arg(&off, DType::F32, 8192);
+        match path("add", &[&o, &b]).unwrap() {
+            Path::Linear { ptrs, vec, .. } => assert_eq!((ptrs[1], vec), (8196, false)),
+            Path::Strided(_) => panic!("offset view went strided"),
+        }
+        // bool output of an f64 comparison: 2-element vectors
+        let c = arg(&l, DType::Bool, 4098);
+        let d = arg(&l, DType::F64, 8192);
+        match path("lt", &[&c, &d, &d]).unwrap() {
+            Path::Linear { vec, vn, .. } => assert_eq!((vec, vn), (true, 2)),
+            Path::Strided(_) => panic!(),
+        }
+    }
+
+    #[test]
+    fn broadcast_and_transposed_operands_go_strided() {
+        let out = Layout::contiguous(&[3, 4]);
+        let row = Layout::contiguous(&[4]);
+        let (o, r) = (arg(&out, DType::F32, 0), arg(&row, DType::F32, 0));
+        match path("add", &[&o, &o, &r]).unwrap() {
+            Path::Strided(s) => {
+                assert_eq!(s[0].ndim, 2);
+                assert_eq!(
+                    (&s[0].shape[..2], &s[0].strides[..2]),
+                    (&[3, 4][..], &[4, 1][..])
+                );
+                assert_eq!(&s[2].strides[..2], &[0, 1]);
+            }
+            Path::Linear { .. } => panic!("broadcast went linear"),
+        }
+        let t = Layout::contiguous(&[4, 3]).permuted(&[1, 0]);
+        let tt = arg(&t, DType::F16, 0);
+        match path("copy_", &[&o, &tt]).unwrap() {
+            Path::Strided(s) => assert_eq!(&s[1].strides[..2], &[1, 3]),
+            Path::Linear { .. } => panic!("transpose went linear"),
+        }
+        let nine: Vec<usize> = vec![2; 9];
+        let mut strided = Layout::contiguous(&nine);
+        for s in strided.strides.iter_mut() {
+            *s *= 2;
+        }
+        let (big, sb) = (Layout::contiguous(&nine), strided);
+        let merged = path(
+            "neg",
+            &[&arg(&big, DType::F32, 0), &arg(&sb, DType::F32, 0)],
+        );
+        match merged.unwrap() {
+            Path::Strided(s) => assert_eq!((s[0].ndim, s[1].strides[0]), (1, 2)),
+            Path::Linear { .. } => panic!("a stride-2 input went linear"),
+        }
+        let rev: Vec<usize> = (0..9).rev().collect();
+        let p = Layout::contiguous(&nine).permuted(&rev);
+        let err = path("neg", &[&arg(&big, DType::F32, 0), &arg(&p, DType::F32, 0)]);
+        assert!(err.is_err(), "9 dims that cannot merge");
+        let bad = Layout::contiguous(&[5]);
+        assert!(path("add", &[&o, &arg(&bad, DType::F32, 0)]).is_err());
+    }
+
     #[test]
     fn scalars_convert_like_the_cpu() {
         assert_eq!(scalar_bits(Scalar::Float(2.5), DType::Bool, true), 1);
         assert_eq!(scalar_bits(Scalar::Float(0.0), DType::Bool, true), 0);
         assert_eq!(scalar_bits(Scalar::Float(-1.0), DType::U8, false), 255);
-        assert_eq!(scalar_bits(Scalar::Int(-2), DType::I32, false), (-2i32) as u32 as u64);
-        assert_eq!(scalar_bits(Scalar::Float(1.5), DType::F32, false), 1.5f32.to_bits() as u64);
+        assert_eq!(
+            scalar_bits(Scalar::Int(-2), DType::I32, false),
+            (-2i32) as u32 as u64
+        );
+        assert_eq!(
+            scalar_bits(Scalar::Float(1.5), DType::F32, false),
+            1.5f32.to_bits() as u64
+        );
         assert_eq!(
             scalar_bits(Scalar::Int(3), DType::F16, false),
             half::f16::from_f64(3.0).to_bits() as u64
@@ -491,6 +622,9 @@ pub(super) mod tests {
             scalar_bits(Scalar::Bool(true), DType::BF16, false),
             half::bf16::ONE.to_bits() as u64
         );
-        assert_eq!(scalar_bits(Scalar::Float(-0.5), DType::F64, false), (-0.5f64).to_bits());
+        assert_eq!(
+            scalar_bits(Scalar::Float(-0.5), DType::F64, false),
+            (-0.5f64).to_bits()
+        );
     }
 }

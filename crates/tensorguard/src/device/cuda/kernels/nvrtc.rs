@@ -85,6 +85,9 @@ unsafe impl<T> Send for Handle<T> {}
 // SAFETY: as above; the handles are only copied, never dereferenced here.
 unsafe impl<T> Sync for Handle<T> {}
 
+/// Loaded modules per (source, part).
+type ModuleMap = HashMap<(Source, Option<u32>), Handle<sys::CUmodule>>;
+
 /// The compiled modules of one GPU.
 pub(crate) struct Modules {
     /// The GPU's index (for errors).
@@ -94,7 +97,7 @@ pub(crate) struct Modules {
     /// Functions already looked up, per source (the launch path reads only this).
     functions: RwLock<[HashMap<String, Handle<sys::CUfunction>>; 3]>,
     /// Loaded modules per (source, part); the lock also serialises loads.
-    modules: Mutex<HashMap<(Source, Option<u32>), Handle<sys::CUmodule>>>,
+    modules: Mutex<ModuleMap>,
 }
 
 impl Modules {
@@ -154,12 +157,7 @@ impl Modules {
 
     /// Load the binary of (src, part) in the current context; a cached
     /// binary the driver refuses is recompiled once.
-    fn load_module(
-        &self,
-        cc: (u32, u32),
-        src: Source,
-        part: Option<u32>,
-    ) -> Result<sys::CUmodule> {
+    fn load_module(&self, cc: (u32, u32), src: Source, part: Option<u32>) -> Result<sys::CUmodule> {
         let image = image(src, part, cc, self.cache_dir.as_deref())?;
         match load(&image) {
             Ok(m) => Ok(m),
@@ -200,7 +198,11 @@ fn load(image: &Image) -> std::result::Result<sys::CUmodule, drv::DriverError> {
 /// The default disk cache directory: `$TENSORGUARD_KERNEL_CACHE`,
 /// `$XDG_CACHE_HOME/tensorguard/kernels` or `$HOME/.cache/tensorguard/kernels`.
 pub(crate) fn default_cache_dir() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = var("TENSORGUARD_KERNEL_CACHE") {
         return Some(d);
     }
@@ -474,7 +476,8 @@ pub(crate) fn compile(src: Source, part: Option<u32>, target: &Target) -> Result
     };
     let text = CString::new(src.text()).map_err(|e| fail(format!("{e}"), String::new()))?;
     let name = CString::new(src.file()).map_err(|e| fail(format!("{e}"), String::new()))?;
-    let prog = rtc::create_program(&text, Some(&name)).map_err(|e| fail(format!("{e:?}"), String::new()))?;
+    let prog = rtc::create_program(&text, Some(&name))
+        .map_err(|e| fail(format!("{e:?}"), String::new()))?;
     let opts = options(part, target);
     // SAFETY: `prog` was just created and is destroyed once, below.
     let compiled = unsafe { rtc::compile_program(prog, &opts) };
@@ -503,7 +506,10 @@ pub(crate) fn compile(src: Source, part: Option<u32>, target: &Target) -> Result
 ///
 /// # Safety
 /// `prog` must be a live, successfully compiled program.
-unsafe fn binary(prog: rtc_sys::nvrtcProgram, cubin: bool) -> std::result::Result<Vec<u8>, rtc::NvrtcError> {
+unsafe fn binary(
+    prog: rtc_sys::nvrtcProgram,
+    cubin: bool,
+) -> std::result::Result<Vec<u8>, rtc::NvrtcError> {
     if !cubin {
         // SAFETY: guaranteed by the caller.
         let ptx = unsafe { rtc::get_ptx(prog) }?;
@@ -524,7 +530,11 @@ unsafe fn binary(prog: rtc_sys::nvrtcProgram, cubin: bool) -> std::result::Resul
 
 /// A NUL-terminated C string as text.
 fn c_text(s: &[c_char]) -> String {
-    let bytes: Vec<u8> = s.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = s
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 

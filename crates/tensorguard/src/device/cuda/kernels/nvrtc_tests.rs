@@ -50,21 +50,30 @@ fn every_source_compiles_for_sm80_and_sm90() {
         for _ in 0..workers {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(src, part, arch)) = jobs.get(i) else { break };
+                let Some(&(src, part, arch)) = jobs.get(i) else {
+                    break;
+                };
                 match compile(src, part, &cubin_target(arch)) {
                     Ok(img) => {
-                        assert!(img.bytes.starts_with(b"\x7fELF"), "{src:?} {part:?}: not a CUBIN");
+                        assert!(
+                            img.bytes.starts_with(b"\x7fELF"),
+                            "{src:?} {part:?}: not a CUBIN"
+                        );
                         if src == Source::Elementwise {
                             for n in names.iter().filter(|n| src.part(n) == part) {
                                 for name in [n.clone(), format!("{n}_s")] {
                                     if !has_symbol(&img.bytes, &name) {
-                                        failures.lock().push(format!("{name} missing from part {part:?} (sm_{arch})"));
+                                        failures.lock().push(format!(
+                                            "{name} missing from part {part:?} (sm_{arch})"
+                                        ));
                                     }
                                 }
                             }
                         }
                     }
-                    Err(e) => failures.lock().push(format!("{src:?} part {part:?} sm_{arch}: {e}")),
+                    Err(e) => failures
+                        .lock()
+                        .push(format!("{src:?} part {part:?} sm_{arch}: {e}")),
                 }
             });
         }
@@ -87,7 +96,8 @@ fn disk_cache_round_trips_and_recovers() {
         return;
     }
     let dir = temp_dir("kcache");
-    let get = |d: &Path| image_from_disk_or_nvrtc(Source::Elementwise, Some(0), (9, 0), Some(d)).unwrap();
+    let get =
+        |d: &Path| image_from_disk_or_nvrtc(Source::Elementwise, Some(0), (9, 0), Some(d)).unwrap();
     let (first, origin) = get(&dir);
     assert_eq!(origin, Origin::Compiled);
     let files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -136,7 +146,10 @@ fn a_compile_error_names_the_file_the_arch_and_carries_the_log() {
     };
     assert!(matches!(err, Error::KernelCompile { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("elementwise.cu") && msg.contains("sm_1") && msg.contains("report"), "{msg}");
+    assert!(
+        msg.contains("elementwise.cu") && msg.contains("sm_1") && msg.contains("report"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -147,10 +160,22 @@ fn cache_names_change_with_part_arch_and_version() {
         nvrtc: v,
     };
     let a = cache_name(Source::Elementwise, Some(3), &t("sm_90", true, (13, 0)));
-    assert!(a.starts_with("elementwise-p3-") && a.ends_with("-sm_90-nvrtc13.0.cubin"), "{a}");
-    assert_ne!(a, cache_name(Source::Elementwise, Some(4), &t("sm_90", true, (13, 0))));
-    assert_ne!(a, cache_name(Source::Elementwise, Some(3), &t("sm_80", true, (13, 0))));
-    assert_ne!(a, cache_name(Source::Elementwise, Some(3), &t("sm_90", true, (13, 1))));
+    assert!(
+        a.starts_with("elementwise-p3-") && a.ends_with("-sm_90-nvrtc13.0.cubin"),
+        "{a}"
+    );
+    assert_ne!(
+        a,
+        cache_name(Source::Elementwise, Some(4), &t("sm_90", true, (13, 0)))
+    );
+    assert_ne!(
+        a,
+        cache_name(Source::Elementwise, Some(3), &t("sm_80", true, (13, 0)))
+    );
+    assert_ne!(
+        a,
+        cache_name(Source::Elementwise, Some(3), &t("sm_90", true, (13, 1)))
+    );
     let p = cache_name(Source::Reduce, None, &t("compute_90", false, (13, 0)));
     assert!(p.starts_with("reduce-") && p.ends_with(".ptx"), "{p}");
     assert_eq!(fnv64(&[b"a"]), fnv64(&[b"a"]));
