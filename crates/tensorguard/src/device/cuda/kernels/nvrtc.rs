@@ -343,9 +343,13 @@ fn supported_archs() -> Vec<i32> {
 /// What to compile for a GPU of compute capability `cc`.
 pub(crate) fn target(cc: (u32, u32)) -> Result<Target> {
     nvrtc_present()?;
-    let nvrtc = nvrtc_version();
+    choose_target(cc, &supported_archs(), nvrtc_version())
+}
+
+/// The GPU's own `sm_XY` CUBIN when NVRTC supports it (or cannot say),
+/// else PTX for the newest older architecture NVRTC knows.
+fn choose_target(cc: (u32, u32), archs: &[i32], nvrtc: (i32, i32)) -> Result<Target> {
     let arch = (cc.0 * 10 + cc.1) as i32;
-    let archs = supported_archs();
     if archs.is_empty() || archs.contains(&arch) {
         return Ok(Target {
             arch: format!("sm_{arch}"),

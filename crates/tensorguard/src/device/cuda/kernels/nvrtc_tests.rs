@@ -181,3 +181,20 @@ fn cache_names_change_with_part_arch_and_version() {
     assert_eq!(fnv64(&[b"a"]), fnv64(&[b"a"]));
     assert_ne!(fnv64(&[b"ab"]), fnv64(&[b"a", b"b"]));
 }
+
+#[test]
+fn a_gpu_newer_than_nvrtc_gets_ptx_and_an_older_one_an_error() {
+    let archs = [75, 80, 86, 89, 90, 100, 120];
+    let t = choose_target((9, 0), &archs, (13, 0)).unwrap();
+    assert_eq!((t.arch.as_str(), t.cubin), ("sm_90", true));
+    let t = choose_target((13, 0), &archs, (13, 0)).unwrap();
+    assert_eq!((t.arch.as_str(), t.cubin), ("compute_120", false));
+    let t = choose_target((8, 7), &archs, (13, 0)).unwrap();
+    assert_eq!((t.arch.as_str(), t.cubin), ("compute_86", false));
+    let err = choose_target((7, 0), &archs, (13, 0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sm_70") && err.contains("sm_75"), "{err}");
+    let t = choose_target((9, 0), &[], (13, 0)).unwrap();
+    assert_eq!(t.arch, "sm_90");
+}
