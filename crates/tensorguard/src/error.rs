@@ -239,6 +239,20 @@ pub enum Error {
     /// CUDA cannot be used on this machine or in this build.
     #[error("CUDA is not available: {0}.")]
     CudaUnavailable(CudaUnavailable),
+    /// NVRTC could not compile one of tensorguard's CUDA sources.
+    #[error("NVRTC {nvrtc} could not compile tensorguard's CUDA kernels in {file} for {arch} ({status}). NVRTC's log:\n{log}\nThis is a bug in tensorguard or an incompatibility with this NVRTC version; please report it with this message. Meanwhile, try another NVRTC (the pip package nvidia-cuda-nvrtc or a CUDA toolkit) on LD_LIBRARY_PATH.")]
+    KernelCompile {
+        /// The source file (`elementwise.cu`, ...).
+        file: &'static str,
+        /// The architecture it was compiled for (`sm_90`, `compute_90`).
+        arch: String,
+        /// NVRTC's version.
+        nvrtc: String,
+        /// NVRTC's status code.
+        status: String,
+        /// NVRTC's compile log.
+        log: String,
+    },
 }
 
 /// Why CUDA cannot be used: each case says what was found and what to do.
