@@ -71,7 +71,11 @@ fn counts_and_cuda_fallback() -> Result<()> {
     // the GPUs the driver reports (none without CUDA): past them, the cpu
     let gpus = device::cuda_info().map_or(0, |i| i.devices.len());
     assert_eq!(device::count(DeviceKind::Cuda), gpus);
-    let first = if gpus > 0 { Device::Cuda(0) } else { Device::Cpu };
+    let first = if gpus > 0 {
+        Device::Cuda(0)
+    } else {
+        Device::Cpu
+    };
     assert_eq!(Device::cuda_if_available(0), first);
     assert_eq!(Device::cuda_if_available(gpus), Device::Cpu);
     Device::Cpu.check_available()?;

@@ -24,7 +24,15 @@ fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         device::configure_emulated(EmulatedConfig {
-            capacities: vec![64 * MIB, 66 * MIB, 66 * MIB, 256 * MIB, 8 * MIB, 64 * MIB, 64 * MIB],
+            capacities: vec![
+                64 * MIB,
+                66 * MIB,
+                66 * MIB,
+                256 * MIB,
+                8 * MIB,
+                64 * MIB,
+                64 * MIB,
+            ],
         })
         .expect("the emulated devices are configured before any test uses them");
     });
@@ -376,7 +384,10 @@ fn fraction_case(dev: &Device, capacity: usize) -> Result<()> {
     let a = Tensor::zeros([6 * MIB], DType::F32, dev)?; // 24 MiB
     let err = Tensor::zeros([6 * MIB], DType::F32, dev).unwrap_err();
     let report = oom_report(err);
-    assert!(report.limit.is_some_and(|l| l <= limit && l > limit - MIB), "{report:?}");
+    assert!(
+        report.limit.is_some_and(|l| l <= limit && l > limit - MIB),
+        "{report:?}"
+    );
     let text = report.to_string();
     assert!(text.contains("set_per_process_memory_fraction"), "{text}");
     drop(a);

@@ -16,3 +16,11 @@ pub(super) fn run(
         kernel.name()
     )))
 }
+
+/// The message of an out-of-range index a kernel reported.
+pub(super) fn index_fault_message(rec: &super::FaultRecord) -> String {
+    format!(
+        "index {} is out of bounds for dimension {} with size {}",
+        rec.a, rec.c, rec.b
+    )
+}

@@ -142,10 +142,25 @@ pub(crate) fn run(
     }
 }
 
-/// The message for a fault record a kernel wrote (`kernel` is the op).
+/// `common.cuh`'s `TG_FAULT_INDEX`: an index out of range (a = the index,
+/// b = the size of the dim, c = the dim).
+pub(crate) const FAULT_INDEX: u32 = 1;
+/// `common.cuh`'s `TG_FAULT_NEG_POW`: an integer raised to a negative
+/// integer power (a = the exponent).
+pub(crate) const FAULT_NEG_POW: u32 = 2;
+
+/// The message for a fault record a kernel wrote (the backend adds the op
+/// and its call site).
 pub(crate) fn fault_message(rec: &FaultRecord) -> String {
-    format!(
-        "a kernel reported fault {} ({}, {}, {})",
-        rec.code, rec.a, rec.b, rec.c
-    )
+    match rec.code {
+        FAULT_INDEX => index::index_fault_message(rec),
+        FAULT_NEG_POW => format!(
+            "integers cannot be raised to negative integer powers (exponent {}). Cast the base to a float dtype first",
+            rec.a
+        ),
+        code => format!(
+            "a kernel reported fault code {code} (values {}, {}, {}), which this version does not know: a bug in tensorguard; please report it",
+            rec.a, rec.b, rec.c
+        ),
+    }
 }
