@@ -3,10 +3,15 @@
 
 use super::*;
 
-/// NVRTC's library is loadable; otherwise the test prints why it skips.
+/// NVRTC's library is loadable; otherwise the test prints why it skips
+/// (or fails, when `TENSORGUARD_REQUIRE_NVRTC=1`: CI installs NVRTC so
+/// that the kernels are compiled there, and must not skip silently).
 fn have_nvrtc(test: &str) -> bool {
     match nvrtc_present() {
         Ok(()) => true,
+        Err(e) if std::env::var("TENSORGUARD_REQUIRE_NVRTC").is_ok_and(|v| v == "1") => {
+            panic!("{test}: TENSORGUARD_REQUIRE_NVRTC=1 but NVRTC was not found ({e})")
+        }
         Err(e) => {
             println!("{test} skipped: NVRTC not found ({e})");
             false
