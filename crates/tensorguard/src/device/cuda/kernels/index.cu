@@ -126,47 +126,78 @@ __device__ void ix_matmul(T* out, const Strided ob, long long ors, long long ocs
 
 // ---------------------------------------------------------------- entry points
 
+// Kernels are grouped in parts by dtype (TG_PART, set by nvrtc.rs with
+// -DTG_PART=k) so a process compiles only the dtypes it uses; without
+// TG_PART every part is compiled. index.rs (`part`) maps a kernel
+// name to its part: the position of its dtype suffix in
+// bool, u8, i32, i64, f16, bf16, f32, f64.
+#ifdef TG_PART
+#define IX_WANT(k) (TG_PART == (k))
+#else
+#define IX_WANT(k) 1
+#endif
+
 #define IX_TP(T) T* out, const Strided ol, const T* src, const Strided src_l, long long sdim, long long size, \
                  long long dim, const long long* idx, const Strided idx_l, long long n, FaultRecord* rec,     \
                  unsigned long long launch
 #define IX_TA out, ol, src, src_l, sdim, size, dim, idx, idx_l, n, rec, launch
-extern "C" __global__ void tg_take_bool(IX_TP(unsigned char)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_u8(IX_TP(unsigned char)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_i32(IX_TP(int)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_i64(IX_TP(long long)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_f16(IX_TP(tg_half)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_bf16(IX_TP(tg_bf16)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_f32(IX_TP(float)) { ix_take(IX_TA); }
-extern "C" __global__ void tg_take_f64(IX_TP(double)) { ix_take(IX_TA); }
-
 #define IX_CP(T) T* out, const Strided ol, const T* in, const Strided il, long long n
-extern "C" __global__ void tg_cat_bool(IX_CP(unsigned char)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_u8(IX_CP(unsigned char)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_i32(IX_CP(int)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_i64(IX_CP(long long)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_f16(IX_CP(tg_half)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_bf16(IX_CP(tg_bf16)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_f32(IX_CP(float)) { ix_cat(out, ol, in, il, n); }
-extern "C" __global__ void tg_cat_f64(IX_CP(double)) { ix_cat(out, ol, in, il, n); }
-
 #define IX_AP(T) T* out, const Strided ol, long long ostride, long long size, long long dim, const T* src, \
                  const Strided src_l, const long long* idx, const Strided idx_l, long long n,               \
                  FaultRecord* rec, unsigned long long launch
 #define IX_AA out, ol, ostride, size, dim, src, src_l, idx, idx_l, n, rec, launch
-// bool adds as u8 (wrapping), as the cpu's with_arith does
-extern "C" __global__ void tg_index_add_bool(IX_AP(unsigned char)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_u8(IX_AP(unsigned char)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_i32(IX_AP(int)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_i64(IX_AP(long long)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_f16(IX_AP(tg_half)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_bf16(IX_AP(tg_bf16)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_f32(IX_AP(float)) { ix_index_add(IX_AA); }
-extern "C" __global__ void tg_index_add_f64(IX_AP(double)) { ix_index_add(IX_AA); }
-
 #define IX_MP(T) T* out, const Strided ob, long long ors, long long ocs, const T* a, const Strided ab, \
                  long long ars, long long acs, const T* b, const Strided bb, long long brs, long long bcs, \
                  long long m, long long n, long long k, long long total
 #define IX_MA out, ob, ors, ocs, a, ab, ars, acs, b, bb, brs, bcs, m, n, k, total
+
+#if IX_WANT(0)  // bool (index_add adds as u8, wrapping, as the cpu's with_arith does)
+extern "C" __global__ void tg_take_bool(IX_TP(unsigned char)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_bool(IX_CP(unsigned char)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_bool(IX_AP(unsigned char)) { ix_index_add(IX_AA); }
+#endif
+
+#if IX_WANT(1)  // u8
+extern "C" __global__ void tg_take_u8(IX_TP(unsigned char)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_u8(IX_CP(unsigned char)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_u8(IX_AP(unsigned char)) { ix_index_add(IX_AA); }
 extern "C" __global__ void tg_matmul_u8(IX_MP(unsigned char)) { ix_matmul(IX_MA); }
+#endif
+
+#if IX_WANT(2)  // i32
+extern "C" __global__ void tg_take_i32(IX_TP(int)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_i32(IX_CP(int)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_i32(IX_AP(int)) { ix_index_add(IX_AA); }
 extern "C" __global__ void tg_matmul_i32(IX_MP(int)) { ix_matmul(IX_MA); }
+#endif
+
+#if IX_WANT(3)  // i64
+extern "C" __global__ void tg_take_i64(IX_TP(long long)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_i64(IX_CP(long long)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_i64(IX_AP(long long)) { ix_index_add(IX_AA); }
 extern "C" __global__ void tg_matmul_i64(IX_MP(long long)) { ix_matmul(IX_MA); }
+#endif
+
+#if IX_WANT(4)  // f16
+extern "C" __global__ void tg_take_f16(IX_TP(tg_half)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_f16(IX_CP(tg_half)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_f16(IX_AP(tg_half)) { ix_index_add(IX_AA); }
+#endif
+
+#if IX_WANT(5)  // bf16
+extern "C" __global__ void tg_take_bf16(IX_TP(tg_bf16)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_bf16(IX_CP(tg_bf16)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_bf16(IX_AP(tg_bf16)) { ix_index_add(IX_AA); }
+#endif
+
+#if IX_WANT(6)  // f32
+extern "C" __global__ void tg_take_f32(IX_TP(float)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_f32(IX_CP(float)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_f32(IX_AP(float)) { ix_index_add(IX_AA); }
+#endif
+
+#if IX_WANT(7)  // f64
+extern "C" __global__ void tg_take_f64(IX_TP(double)) { ix_take(IX_TA); }
+extern "C" __global__ void tg_cat_f64(IX_CP(double)) { ix_cat(out, ol, in, il, n); }
+extern "C" __global__ void tg_index_add_f64(IX_AP(double)) { ix_index_add(IX_AA); }
+#endif

@@ -35,6 +35,15 @@ pub(super) fn suffix(dtype: DType) -> &'static str {
     }
 }
 
+/// The part of index.cu (`TG_PART`) that defines kernel `name`: the
+/// position of its dtype suffix in bool, u8, i32, i64, f16, bf16, f32, f64
+/// (`None` for a name it does not know: the whole source is compiled).
+pub(crate) fn part(name: &str) -> Option<u32> {
+    const PARTS: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
+    let dt = name.strip_prefix("tg_")?.rsplit('_').next()?;
+    PARTS.iter().position(|&s| s == dt).map(|k| k as u32)
+}
+
 /// The `index.cu` kernel that runs `kernel` on data of `dtype`.
 pub(super) fn kernel_name(kernel: &Kernel, dtype: DType) -> Result<String> {
     let base = match kernel {
@@ -360,6 +369,17 @@ mod tests {
     #[test]
     fn every_kernel_name_exists() {
         let text = Source::Index.text();
+        let lines = super::super::reduce::part_of_line(&text, "IX");
+        let defined_in_its_part = |name: &str| {
+            let def = format!("void {name}(");
+            let found: Vec<Option<u32>> = lines
+                .iter()
+                .filter(|(_, l)| l.contains(&def))
+                .map(|&(k, _)| k)
+                .collect();
+            assert_eq!(found, vec![part(name)], "{name} in index.cu");
+            assert!(part(name).is_some(), "{name} has no part");
+        };
         let kernels = [
             Kernel::IndexSelect { dim: 0 },
             Kernel::Gather { dim: 0 },
@@ -375,16 +395,11 @@ mod tests {
         ];
         for k in &kernels {
             for dt in DTYPES {
-                let name = kernel_name(k, dt).unwrap();
-                assert!(
-                    text.contains(&format!("void {name}(")),
-                    "{name} is missing from index.cu"
-                );
+                defined_in_its_part(&kernel_name(k, dt).unwrap());
             }
         }
         for dt in [DType::U8, DType::I32, DType::I64] {
-            let name = super::super::blas::int_kernel_name(dt).unwrap();
-            assert!(text.contains(&format!("void {name}(")), "{name}");
+            defined_in_its_part(super::super::blas::int_kernel_name(dt).unwrap());
         }
     }
 

@@ -46,13 +46,19 @@ __device__ __forceinline__ long long rx_i(tg_bf16 v) { return (long long)tg_b2f(
 __device__ __forceinline__ long long rx_i(float v) { return (long long)v; }
 __device__ __forceinline__ long long rx_i(double v) { return (long long)v; }
 
-// from_f64: integers saturate toward zero then wrap (Rust `v as i64 as T`;
+// from_f64 (f16: through f32, as the cpu's `half` does on x86): integers saturate toward zero then wrap (Rust `v as i64 as T`;
 // PTX cvt.rzi saturates and maps NaN to 0, as Rust does)
 __device__ __forceinline__ void rx_set_f(unsigned char* p, double v) { *p = (unsigned char)(long long)v; }
 __device__ __forceinline__ void rx_set_f(int* p, double v) { *p = (int)(long long)v; }
 __device__ __forceinline__ void rx_set_f(long long* p, double v) { *p = (long long)v; }
 __device__ __forceinline__ void rx_set_f(tg_half* p, double v) { *p = tg_f2h((float)v); }
-__device__ __forceinline__ void rx_set_f(tg_bf16* p, double v) { *p = tg_f2b((float)v); }
+// f64 -> bf16 as the `half` crate does it: the low 32 bits of the f64 are
+// dropped, then rounded to nearest even (through f32, which holds the
+// remaining bits exactly)
+__device__ __forceinline__ tg_bf16 rx_d2b(double v) {
+    return tg_f2b((float)__longlong_as_double(__double_as_longlong(v) & (long long)0xffffffff00000000ull));
+}
+__device__ __forceinline__ void rx_set_f(tg_bf16* p, double v) { *p = rx_d2b(v); }
 __device__ __forceinline__ void rx_set_f(float* p, double v) { *p = (float)v; }
 __device__ __forceinline__ void rx_set_f(double* p, double v) { *p = v; }
 
@@ -61,7 +67,7 @@ __device__ __forceinline__ void rx_set_i(unsigned char* p, long long v) { *p = (
 __device__ __forceinline__ void rx_set_i(int* p, long long v) { *p = (int)v; }
 __device__ __forceinline__ void rx_set_i(long long* p, long long v) { *p = v; }
 __device__ __forceinline__ void rx_set_i(tg_half* p, long long v) { *p = tg_f2h((float)(double)v); }
-__device__ __forceinline__ void rx_set_i(tg_bf16* p, long long v) { *p = tg_f2b((float)(double)v); }
+__device__ __forceinline__ void rx_set_i(tg_bf16* p, long long v) { *p = rx_d2b((double)v); }
 __device__ __forceinline__ void rx_set_i(float* p, long long v) { *p = (float)v; }
 __device__ __forceinline__ void rx_set_i(double* p, long long v) { *p = (double)v; }
 
@@ -331,93 +337,114 @@ __device__ void rx_softmax(T* out, const Strided ol, long long ost, const T* in,
 
 // ---------------------------------------------------------------- entry points
 
+// Kernels are grouped in parts by dtype (TG_PART, set by nvrtc.rs with
+// -DTG_PART=k) so a process compiles only the dtypes it uses; without
+// TG_PART every part is compiled. reduce.rs (`part`) maps a kernel
+// name to its part: the position of its dtype suffix in
+// u8, i32, i64, f16, bf16, f32, f64.
+#ifdef TG_PART
+#define RX_WANT(k) (TG_PART == (k))
+#else
+#define RX_WANT(k) 1
+#endif
+
 #define RX_P(TO, TI) TO* out, const Strided ol, const TI* in, RX_LANE_PARAMS
 #define RX_A out, ol, in, outer, lanes, n_out, len, group
-
-extern "C" __global__ void tg_sum_u8(RX_P(unsigned char, unsigned char)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_i32(RX_P(int, int)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_i64(RX_P(long long, long long)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_f16(RX_P(tg_half, tg_half)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_bf16(RX_P(tg_bf16, tg_bf16)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_f32(RX_P(float, float)) { rx_sum(RX_A, false); }
-extern "C" __global__ void tg_sum_f64(RX_P(double, double)) { rx_sum(RX_A, false); }
-
-extern "C" __global__ void tg_mean_u8(RX_P(unsigned char, unsigned char)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_i32(RX_P(int, int)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_i64(RX_P(long long, long long)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_f16(RX_P(tg_half, tg_half)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_bf16(RX_P(tg_bf16, tg_bf16)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_f32(RX_P(float, float)) { rx_sum(RX_A, true); }
-extern "C" __global__ void tg_mean_f64(RX_P(double, double)) { rx_sum(RX_A, true); }
-
-extern "C" __global__ void tg_prod_u8(RX_P(unsigned char, unsigned char)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_i32(RX_P(int, int)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_i64(RX_P(long long, long long)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_f16(RX_P(tg_half, tg_half)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_bf16(RX_P(tg_bf16, tg_bf16)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_f32(RX_P(float, float)) { rx_prod(RX_A); }
-extern "C" __global__ void tg_prod_f64(RX_P(double, double)) { rx_prod(RX_A); }
-
-extern "C" __global__ void tg_max_u8(RX_P(unsigned char, unsigned char)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_i32(RX_P(int, int)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_i64(RX_P(long long, long long)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_f16(RX_P(tg_half, tg_half)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_bf16(RX_P(tg_bf16, tg_bf16)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_f32(RX_P(float, float)) { rx_extreme<true>(RX_A); }
-extern "C" __global__ void tg_max_f64(RX_P(double, double)) { rx_extreme<true>(RX_A); }
-
-extern "C" __global__ void tg_min_u8(RX_P(unsigned char, unsigned char)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_i32(RX_P(int, int)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_i64(RX_P(long long, long long)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_f16(RX_P(tg_half, tg_half)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_bf16(RX_P(tg_bf16, tg_bf16)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_f32(RX_P(float, float)) { rx_extreme<false>(RX_A); }
-extern "C" __global__ void tg_min_f64(RX_P(double, double)) { rx_extreme<false>(RX_A); }
-
-extern "C" __global__ void tg_argmax_u8(RX_P(long long, unsigned char)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_i32(RX_P(long long, int)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_i64(RX_P(long long, long long)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_f16(RX_P(long long, tg_half)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_bf16(RX_P(long long, tg_bf16)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_f32(RX_P(long long, float)) { rx_arg<true>(RX_A); }
-extern "C" __global__ void tg_argmax_f64(RX_P(long long, double)) { rx_arg<true>(RX_A); }
-
-extern "C" __global__ void tg_argmin_u8(RX_P(long long, unsigned char)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_i32(RX_P(long long, int)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_i64(RX_P(long long, long long)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_f16(RX_P(long long, tg_half)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_bf16(RX_P(long long, tg_bf16)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_f32(RX_P(long long, float)) { rx_arg<false>(RX_A); }
-extern "C" __global__ void tg_argmin_f64(RX_P(long long, double)) { rx_arg<false>(RX_A); }
-
 #define RX_VP(T) RX_P(T, T), double correction, int root
-extern "C" __global__ void tg_var_f16(RX_VP(tg_half)) { rx_var(RX_A, correction, root); }
-extern "C" __global__ void tg_var_bf16(RX_VP(tg_bf16)) { rx_var(RX_A, correction, root); }
-extern "C" __global__ void tg_var_f32(RX_VP(float)) { rx_var(RX_A, correction, root); }
-extern "C" __global__ void tg_var_f64(RX_VP(double)) { rx_var(RX_A, correction, root); }
-
 #define RX_DP(T) T* vals, const Strided ol, long long* idxs, const Strided il, const T* in, RX_LANE_PARAMS
 #define RX_DA vals, ol, idxs, il, in, outer, lanes, n_out, len, group
-extern "C" __global__ void tg_max_dim_u8(RX_DP(unsigned char)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_i32(RX_DP(int)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_i64(RX_DP(long long)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_f16(RX_DP(tg_half)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_bf16(RX_DP(tg_bf16)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_f32(RX_DP(float)) { rx_extreme_dim<true>(RX_DA); }
-extern "C" __global__ void tg_max_dim_f64(RX_DP(double)) { rx_extreme_dim<true>(RX_DA); }
-
-extern "C" __global__ void tg_min_dim_u8(RX_DP(unsigned char)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_i32(RX_DP(int)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_i64(RX_DP(long long)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_f16(RX_DP(tg_half)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_bf16(RX_DP(tg_bf16)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_f32(RX_DP(float)) { rx_extreme_dim<false>(RX_DA); }
-extern "C" __global__ void tg_min_dim_f64(RX_DP(double)) { rx_extreme_dim<false>(RX_DA); }
-
 #define RX_SP(T) T* out, const Strided ol, long long ost, const T* in, const Strided outer, long long ist, \
                  long long n_out, long long len, int group, int log_
 #define RX_SA out, ol, ost, in, outer, ist, n_out, len, group, log_
+
+#if RX_WANT(0)  // u8
+extern "C" __global__ void tg_sum_u8(RX_P(unsigned char, unsigned char)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_u8(RX_P(unsigned char, unsigned char)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_u8(RX_P(unsigned char, unsigned char)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_u8(RX_P(unsigned char, unsigned char)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_u8(RX_P(unsigned char, unsigned char)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_u8(RX_P(long long, unsigned char)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_u8(RX_P(long long, unsigned char)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_max_dim_u8(RX_DP(unsigned char)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_u8(RX_DP(unsigned char)) { rx_extreme_dim<false>(RX_DA); }
+#endif
+
+#if RX_WANT(1)  // i32
+extern "C" __global__ void tg_sum_i32(RX_P(int, int)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_i32(RX_P(int, int)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_i32(RX_P(int, int)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_i32(RX_P(int, int)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_i32(RX_P(int, int)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_i32(RX_P(long long, int)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_i32(RX_P(long long, int)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_max_dim_i32(RX_DP(int)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_i32(RX_DP(int)) { rx_extreme_dim<false>(RX_DA); }
+#endif
+
+#if RX_WANT(2)  // i64
+extern "C" __global__ void tg_sum_i64(RX_P(long long, long long)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_i64(RX_P(long long, long long)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_i64(RX_P(long long, long long)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_i64(RX_P(long long, long long)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_i64(RX_P(long long, long long)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_i64(RX_P(long long, long long)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_i64(RX_P(long long, long long)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_max_dim_i64(RX_DP(long long)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_i64(RX_DP(long long)) { rx_extreme_dim<false>(RX_DA); }
+#endif
+
+#if RX_WANT(3)  // f16
+extern "C" __global__ void tg_sum_f16(RX_P(tg_half, tg_half)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_f16(RX_P(tg_half, tg_half)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_f16(RX_P(tg_half, tg_half)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_f16(RX_P(tg_half, tg_half)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_f16(RX_P(tg_half, tg_half)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_f16(RX_P(long long, tg_half)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_f16(RX_P(long long, tg_half)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_var_f16(RX_VP(tg_half)) { rx_var(RX_A, correction, root); }
+extern "C" __global__ void tg_max_dim_f16(RX_DP(tg_half)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_f16(RX_DP(tg_half)) { rx_extreme_dim<false>(RX_DA); }
 extern "C" __global__ void tg_softmax_f16(RX_SP(tg_half)) { rx_softmax(RX_SA); }
+#endif
+
+#if RX_WANT(4)  // bf16
+extern "C" __global__ void tg_sum_bf16(RX_P(tg_bf16, tg_bf16)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_bf16(RX_P(tg_bf16, tg_bf16)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_bf16(RX_P(tg_bf16, tg_bf16)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_bf16(RX_P(tg_bf16, tg_bf16)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_bf16(RX_P(tg_bf16, tg_bf16)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_bf16(RX_P(long long, tg_bf16)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_bf16(RX_P(long long, tg_bf16)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_var_bf16(RX_VP(tg_bf16)) { rx_var(RX_A, correction, root); }
+extern "C" __global__ void tg_max_dim_bf16(RX_DP(tg_bf16)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_bf16(RX_DP(tg_bf16)) { rx_extreme_dim<false>(RX_DA); }
 extern "C" __global__ void tg_softmax_bf16(RX_SP(tg_bf16)) { rx_softmax(RX_SA); }
+#endif
+
+#if RX_WANT(5)  // f32
+extern "C" __global__ void tg_sum_f32(RX_P(float, float)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_f32(RX_P(float, float)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_f32(RX_P(float, float)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_f32(RX_P(float, float)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_f32(RX_P(float, float)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_f32(RX_P(long long, float)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_f32(RX_P(long long, float)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_var_f32(RX_VP(float)) { rx_var(RX_A, correction, root); }
+extern "C" __global__ void tg_max_dim_f32(RX_DP(float)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_f32(RX_DP(float)) { rx_extreme_dim<false>(RX_DA); }
 extern "C" __global__ void tg_softmax_f32(RX_SP(float)) { rx_softmax(RX_SA); }
+#endif
+
+#if RX_WANT(6)  // f64
+extern "C" __global__ void tg_sum_f64(RX_P(double, double)) { rx_sum(RX_A, false); }
+extern "C" __global__ void tg_mean_f64(RX_P(double, double)) { rx_sum(RX_A, true); }
+extern "C" __global__ void tg_prod_f64(RX_P(double, double)) { rx_prod(RX_A); }
+extern "C" __global__ void tg_max_f64(RX_P(double, double)) { rx_extreme<true>(RX_A); }
+extern "C" __global__ void tg_min_f64(RX_P(double, double)) { rx_extreme<false>(RX_A); }
+extern "C" __global__ void tg_argmax_f64(RX_P(long long, double)) { rx_arg<true>(RX_A); }
+extern "C" __global__ void tg_argmin_f64(RX_P(long long, double)) { rx_arg<false>(RX_A); }
+extern "C" __global__ void tg_var_f64(RX_VP(double)) { rx_var(RX_A, correction, root); }
+extern "C" __global__ void tg_max_dim_f64(RX_DP(double)) { rx_extreme_dim<true>(RX_DA); }
+extern "C" __global__ void tg_min_dim_f64(RX_DP(double)) { rx_extreme_dim<false>(RX_DA); }
 extern "C" __global__ void tg_softmax_f64(RX_SP(double)) { rx_softmax(RX_SA); }
+#endif

@@ -33,6 +33,33 @@ fn suffix(dtype: DType) -> &'static str {
     }
 }
 
+/// The dtype suffixes of `reduce.cu`'s parts, in part order.
+const PARTS: [&str; 7] = ["u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
+
+/// The part of reduce.cu (`TG_PART`) that defines kernel `name` (`None`
+/// for a name it does not know: the whole source is compiled).
+pub(crate) fn part(name: &str) -> Option<u32> {
+    let dt = name.strip_prefix("tg_")?.rsplit('_').next()?;
+    PARTS.iter().position(|&s| s == dt).map(|k| k as u32)
+}
+
+/// The part block (`#if <prefix>_WANT(k)`) each line of a source is in.
+#[cfg(test)]
+pub(super) fn part_of_line<'a>(text: &'a str, prefix: &str) -> Vec<(Option<u32>, &'a str)> {
+    let open = format!("#if {prefix}_WANT(");
+    let mut cur = None;
+    text.lines()
+        .map(|l| {
+            if let Some(k) = l.strip_prefix(open.as_str()) {
+                cur = k.split(')').next().and_then(|k| k.parse().ok());
+            } else if l.starts_with("#endif") {
+                cur = None;
+            }
+            (cur, l)
+        })
+        .collect()
+}
+
 /// The `reduce.cu` kernel that runs `kernel` on an input of `dtype`; an
 /// error for the dtypes the cpu rejects too (float-only kernels on ints).
 pub(super) fn kernel_name(kernel: &Kernel, dtype: DType) -> Result<String> {
@@ -358,6 +385,7 @@ mod tests {
     #[test]
     fn every_kernel_name_exists() {
         let text = Source::Reduce.text();
+        let lines = part_of_line(&text, "RX");
         let ops = [
             ReduceOp::Sum,
             ReduceOp::Mean,
@@ -394,10 +422,14 @@ mod tests {
                 match kernel_name(k, dt) {
                     Ok(name) => {
                         assert!(!float_only || dt.is_float(), "{k:?} on {dt}");
-                        assert!(
-                            text.contains(&format!("void {name}(")),
-                            "{name} is missing from reduce.cu"
-                        );
+                        let def = format!("void {name}(");
+                        let found: Vec<Option<u32>> = lines
+                            .iter()
+                            .filter(|(_, l)| l.contains(&def))
+                            .map(|&(k, _)| k)
+                            .collect();
+                        assert_eq!(found, vec![part(&name)], "{name} in reduce.cu");
+                        assert!(part(&name).is_some(), "{name} has no part");
                         n += 1;
                     }
                     Err(e) => assert!(float_only && !dt.is_float(), "{k:?} on {dt}: {e}"),
