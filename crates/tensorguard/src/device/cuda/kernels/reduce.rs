@@ -498,4 +498,64 @@ mod tests {
             }
         }
     }
+
+    /// The kernels of reduce.cu and index.cu run on the host under
+    /// `emu/shim.h` (threads and barriers for the warp shuffles and block
+    /// reductions) and match simple references (skipped without g++).
+    #[test]
+    fn kernels_run_under_host_emulation() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/device/cuda/kernels/emu");
+        let exe = std::env::temp_dir().join(format!("tg-kernels-emu-{}", std::process::id()));
+        let built = std::process::Command::new("g++")
+            .args(["-std=c++20", "-O1", "-pthread", "-w", "-o"])
+            .arg(&exe)
+            .arg(dir.join("kernels_test.cpp"))
+            .output();
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                println!("skipped: g++ not found ({e})");
+                return;
+            }
+        };
+        assert!(
+            built.status.success(),
+            "the emulation harness did not compile: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let run = std::process::Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_file(&exe);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stdout)
+        );
+    }
+
+    /// The launch layouts of a reduction over dims {0, 2} of a contiguous
+    /// [4, 5, 6] into a squeezed [5] output: the harness's first case.
+    #[test]
+    fn split_builds_outer_and_lanes() {
+        let input = Layout::contiguous(&[4, 5, 6]);
+        let out = Layout::contiguous(&[5]);
+        let s = split("sum", &input, &[&out], &[0, 2]).unwrap();
+        assert_eq!((s.n_out, s.len), (5, 24));
+        let dims = |x: &Strided| {
+            let n = x.ndim as usize;
+            (x.offset, x.shape[..n].to_vec(), x.strides[..n].to_vec())
+        };
+        assert_eq!(dims(&s.outs[0]), (0, vec![5], vec![1]));
+        assert_eq!(dims(&s.outer), (0, vec![5], vec![6]));
+        assert_eq!(dims(&s.lanes), (0, vec![4, 6], vec![30, 1]));
+        // max_dim along 1 with kept dims: values and indices share the shape
+        let keep = Layout::contiguous(&[4, 1, 6]);
+        let s = split("max", &input, &[&keep, &keep], &[1]).unwrap();
+        assert_eq!((s.n_out, s.len), (24, 5));
+        assert_eq!(dims(&s.outs[1]), (0, vec![4, 6], vec![6, 1]));
+        assert_eq!(dims(&s.outer), (0, vec![4, 6], vec![30, 1]));
+        assert_eq!(dims(&s.lanes), (0, vec![5], vec![6]));
+        // a mismatched output is an error, not a wrong launch
+        assert!(split("sum", &input, &[&Layout::contiguous(&[4])], &[0, 2]).is_err());
+    }
 }
