@@ -70,7 +70,8 @@ impl Source {
     pub(crate) fn part(self, name: &str) -> Option<u32> {
         match self {
             Source::Elementwise => super::elementwise::part(name),
-            Source::Reduce | Source::Index => None,
+            Source::Reduce => super::reduce::part(name),
+            Source::Index => super::index::part(name),
         }
     }
 }
