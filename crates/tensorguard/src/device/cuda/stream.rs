@@ -355,7 +355,9 @@ impl CudaStream {
         let item = &e.item;
         let cause = if item.launch != 0 {
             ring.take(item.launch).map(|rec| {
-                let message = super::kernels::fault_message(&rec);
+                let message = super::kernels::fault_message(&rec)
+                    .trim_end_matches('.')
+                    .to_string();
                 Arc::new(Poison {
                     device: self.device,
                     op: item.op,

@@ -418,11 +418,3 @@ mod tests {
         assert_eq!(cpu, format!("gather: {}", index_fault_message(&rec)));
     }
 }
-
-/// The message of an out-of-range index a kernel reported.
-pub(super) fn index_fault_message(rec: &super::FaultRecord) -> String {
-    format!(
-        "index {} is out of bounds for dimension {} with size {}",
-        rec.a, rec.c, rec.b
-    )
-}
