@@ -42,6 +42,18 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Compile the CUDA kernels into the kernel cache now rather than at
+    /// first use (needs `--features cuda` and NVRTC, not a GPU): for every
+    /// GPU found, or for each `--arch`.
+    Kernels {
+        /// A compute capability to compile for: `90`, `sm_90` or `9.0`
+        /// (repeatable; default: every GPU's).
+        #[arg(long)]
+        arch: Vec<String>,
+        /// How many parts to compile at once (default: the cpu threads).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Analyze a memory snapshot (PyTorch's `_dump_snapshot` pickle or `.json`):
     /// peak, what was alive at it, fragmentation, leaks, call sites.
     Memviz(memviz::Options),
@@ -53,6 +65,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Doctor { device } => exit(doctor(device.as_deref())),
         Command::Bench { what } => exit(bench::run(what, cli.quiet)),
+        Command::Kernels { arch, jobs } => exit(kernels(&arch, jobs)),
         Command::Memviz(opts) => exit(memviz::run(&opts).map(|report| print!("{report}"))),
     }
 }
@@ -178,6 +191,71 @@ fn doctor(only: Option<&str>) -> tensorguard::Result<()> {
     Ok(())
 }
 
+/// `90`, `sm_90`, `9.0` or `9` as (major, minor).
+fn parse_arch(s: &str) -> Result<(u32, u32), String> {
+    let t = s
+        .trim()
+        .trim_start_matches("sm_")
+        .trim_start_matches("compute_");
+    let bad = || {
+        format!("kernels: `{s}` is not a compute capability. Write e.g. `90`, `sm_90` or `9.0` (an H100/H200 is 9.0, an A100 8.0).")
+    };
+    let (major, minor) = match t.split_once('.') {
+        Some((a, b)) => (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?),
+        None if t.len() >= 2 => {
+            let (a, b) = t.split_at(t.len() - 1);
+            (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?)
+        }
+        None => (t.parse().map_err(|_| bad())?, 0),
+    };
+    if major == 0 || minor > 9 {
+        return Err(bad());
+    }
+    Ok((major, minor))
+}
+
+/// `tensorguard kernels`: compile the CUDA kernels ahead of time.
+fn kernels(arch: &[String], jobs: Option<usize>) -> Result<(), String> {
+    let mut ccs: Vec<(u32, u32)> = arch
+        .iter()
+        .map(|a| parse_arch(a))
+        .collect::<Result<_, _>>()?;
+    if ccs.is_empty() {
+        let info = device::cuda_info().map_err(|e| {
+            format!("kernels: no GPU to compile for ({e}) Pass --arch, e.g. `--arch 90` for an H100/H200.")
+        })?;
+        ccs = info.devices.iter().map(|g| g.compute_capability).collect();
+    }
+    ccs.sort_unstable();
+    ccs.dedup();
+    let jobs = jobs.unwrap_or_else(rayon_threads).max(1);
+    for cc in ccs {
+        let start = std::time::Instant::now();
+        let (dir, parts) =
+            device::compile_cuda_kernels(cc, jobs).map_err(|e| format!("kernels: {e}"))?;
+        let compiled = parts.iter().filter(|p| !p.cached).count();
+        println!(
+            "sm_{}{}: {} parts ({compiled} compiled, {} from the cache) in {:.1} s with {jobs} jobs, in {}",
+            cc.0,
+            cc.1,
+            parts.len(),
+            parts.len() - compiled,
+            start.elapsed().as_secs_f64(),
+            dir.display()
+        );
+        for p in &parts {
+            log::info!(
+                "  {} part {}: {} in {:.2} s",
+                p.file,
+                p.part,
+                if p.cached { "cached" } else { "compiled" },
+                p.seconds
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The GPUs the CUDA driver reports (name, memory, compute capability,
 /// driver and NVRTC versions), or why there are none.
 fn print_gpus() {
@@ -212,4 +290,22 @@ fn rayon_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_arch;
+
+    #[test]
+    fn compute_capabilities_parse_in_every_spelling() {
+        for s in ["90", "sm_90", "9.0", "compute_90"] {
+            assert_eq!(parse_arch(s), Ok((9, 0)), "{s}");
+        }
+        assert_eq!(parse_arch("8.6"), Ok((8, 6)));
+        assert_eq!(parse_arch("100"), Ok((10, 0)));
+        for bad in ["", "sm_x", "0", "9.12", "h100"] {
+            let e = parse_arch(bad).unwrap_err();
+            assert!(e.contains("compute capability") && e.contains("sm_90"), "{e}");
+        }
+    }
 }

@@ -18,7 +18,10 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
-pub use cuda::{allow_tf32, cuda_info, set_allow_tf32, CudaInfo, GpuInfo, CUDA_VERSION};
+pub use cuda::{
+    allow_tf32, compile_cuda_kernels, cuda_info, set_allow_tf32, CudaInfo, GpuInfo, KernelBuild,
+    CUDA_VERSION,
+};
 pub(crate) use storage::Storage;
 pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};

@@ -113,7 +113,6 @@ impl Cuda {
         let temp = |bytes: usize| alloc_buffer(&self.device, stream, bytes, site);
         let env = KernelEnv {
             stream: on.raw,
-            stream_id: stream,
             cc: self.cc,
             state: &self.kernels,
             fault: self.ring.slot(on.launch),

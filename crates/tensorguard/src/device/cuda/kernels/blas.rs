@@ -10,11 +10,12 @@
 //! (already broadcast, possibly stride 0) run as one strided batched call
 //! per run of the innermost coalesced batch dim.
 //!
-//! cuBLAS never allocates behind our allocator: each stream gets a
-//! workspace from `env.temp`, kept here for the life of the GPU's state and
-//! set on the handle before every call.
+//! cuBLAS never allocates behind our allocator: each call gets its
+//! workspace from `env.temp` (a cache hit after the first), set on the
+//! handle before the call and given back right after it is queued, like
+//! any temporary (its block is reused only by later work on the same
+//! stream), so no workspace outlives the matmul and leak checks stay exact.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
@@ -24,23 +25,21 @@ use super::launch::{grid_1d, launch, Args, Strided};
 use super::nvrtc::Source;
 use super::{DevArg, KernelEnv};
 use crate::device::kernel::Kernel;
-use crate::device::StreamId;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
 use crate::shape::{Dims, Layout};
 
-/// The cuBLAS handle of one GPU and the workspace of each stream.
+/// The cuBLAS handle of one GPU.
 struct Handle {
     handle: cb::cublasHandle_t,
-    workspaces: HashMap<StreamId, Buffer>,
 }
 
 // SAFETY: a cuBLAS handle may be used from any thread as long as calls on
 // it do not overlap; it is only reached through `Blas::inner`'s Mutex.
 unsafe impl Send for Handle {}
 
-/// cuBLAS handles and workspaces of one GPU.
+/// The cuBLAS handle of one GPU (made at the first matmul).
 pub(crate) struct Blas {
     inner: Mutex<Option<Handle>>,
 }
@@ -389,25 +388,18 @@ fn gemm(
         // (the module's contract).
         let st = unsafe { cb::cublasCreate_v2(&mut h) };
         check(st, "cublasCreate", &shapes)?;
-        *guard = Some(Handle {
-            handle: h,
-            workspaces: HashMap::new(),
-        });
+        *guard = Some(Handle { handle: h });
     }
     let Some(state) = guard.as_mut() else {
         return Err(internal("no cuBLAS handle.".to_string()));
     };
-    let ws = match state.workspaces.entry(env.stream_id) {
-        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(e) => {
-            e.insert((env.temp)(workspace_bytes(env.cc))?)
-        }
-    };
+    let ws: Buffer = (env.temp)(workspace_bytes(env.cc))?;
     let (wptr, wlen) = (ws.ptr().addr(), workspace_bytes(env.cc));
     let h = state.handle;
     // SAFETY: `h` is a live handle used under the lock; `env.stream` is a
     // stream of the current context; the workspace stays allocated in
-    // `state.workspaces` and is only used on this stream.
+    // `ws` until the calls below are queued, and its block is reused only
+    // by later work on this stream.
     unsafe {
         check(
             cb::cublasSetStream_v2(h, env.stream as cb::cudaStream_t),
@@ -463,6 +455,7 @@ fn gemm(
         check(st, "cublasGemmStridedBatchedEx", &shapes)?;
     }
     drop(guard);
+    drop(ws);
     drop((opa, opb));
     Ok(())
 }

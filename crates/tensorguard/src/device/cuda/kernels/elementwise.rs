@@ -90,6 +90,9 @@ fn size_suffix(dt: DType) -> &'static str {
     }
 }
 
+/// How many parts elementwise.cu has (`TG_PART` 0 to 15).
+pub(crate) const PARTS: u32 = 16;
+
 /// Copy kernels are parts 1..=8 (by output dtype), arithmetic ones 9..=15.
 const COPY_ORDER: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
 

@@ -17,10 +17,6 @@ use crate::shape::{Dims, Layout};
 /// Threads per block of the kernels in `index.cu`.
 const BLOCK: u32 = 256;
 
-/// `TG_FAULT_INDEX` of `common.cuh`: a = the index, b = the size of the
-/// dim, c = the dim.
-pub(super) const FAULT_INDEX: u32 = 1;
-
 /// The dtype suffix of a kernel name.
 pub(super) fn suffix(dtype: DType) -> &'static str {
     match dtype {
@@ -38,8 +34,10 @@ pub(super) fn suffix(dtype: DType) -> &'static str {
 /// The part of index.cu (`TG_PART`) that defines kernel `name`: the
 /// position of its dtype suffix in bool, u8, i32, i64, f16, bf16, f32, f64
 /// (`None` for a name it does not know: the whole source is compiled).
+/// The dtypes of the parts of `index.cu`, in part order.
+pub(super) const PARTS: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
+
 pub(crate) fn part(name: &str) -> Option<u32> {
-    const PARTS: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
     let dt = name.strip_prefix("tg_")?.rsplit('_').next()?;
     PARTS.iter().position(|&s| s == dt).map(|k| k as u32)
 }
@@ -60,7 +58,7 @@ pub(super) fn kernel_name(kernel: &Kernel, dtype: DType) -> Result<String> {
     Ok(format!("tg_{base}_{}", suffix(dtype)))
 }
 
-/// The text of an index fault (code [`FAULT_INDEX`]), worded as the cpu's
+/// The text of an index fault (code [`super::FAULT_INDEX`]), worded as the cpu's
 /// `Error::IndexOutOfRange` after its "`op`: " prefix.
 pub(super) fn index_fault_message(rec: &FaultRecord) -> String {
     format!(
@@ -72,8 +70,10 @@ pub(super) fn index_fault_message(rec: &FaultRecord) -> String {
     )
 }
 
-/// The error the cpu raises for the same bad index (code [`FAULT_INDEX`]),
-/// for the op `op` that launched the kernel.
+/// The error the cpu raises for the same bad index (code
+/// [`super::FAULT_INDEX`]), for the op `op` that launched the kernel (the
+/// test that the fault text is the cpu's).
+#[cfg(test)]
 pub(super) fn index_fault_error(op: &'static str, rec: &FaultRecord) -> Error {
     Error::IndexOutOfRange {
         op,
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn fault_message_matches_the_cpu() {
         let rec = FaultRecord {
-            code: FAULT_INDEX,
+            code: super::super::FAULT_INDEX,
             _pad: 0,
             launch: 7,
             a: -1,

@@ -1,4 +1,3 @@
-#![allow(dead_code, reason = "the CUDA backend is being built")]
 //! The CUDA kernels: CUDA C sources kept in the repository, compiled at
 //! first use by NVRTC for the GPU's own `sm_XX`, and the launch of one
 //! [`Kernel`] description on a stream.
@@ -20,7 +19,7 @@ mod blas;
 mod elementwise;
 mod index;
 mod launch;
-mod nvrtc;
+pub(crate) mod nvrtc;
 mod reduce;
 
 use cudarc::driver::sys;
@@ -75,8 +74,6 @@ pub(crate) struct FaultRecord {
 pub(crate) struct KernelEnv<'a> {
     /// The stream to launch on.
     pub stream: sys::CUstream,
-    /// The stream's number (workspaces are kept per stream).
-    pub stream_id: crate::device::StreamId,
     /// The GPU's compute capability: kernels are compiled for `sm_{major}{minor}`.
     pub cc: (u32, u32),
     /// The GPU's compiled modules and cuBLAS state.

@@ -65,6 +65,15 @@ impl Source {
         }
     }
 
+    /// The parts of the source (`-DTG_PART=k`), each compiled as one module.
+    pub(crate) fn parts(self) -> std::ops::Range<u32> {
+        match self {
+            Source::Elementwise => 0..super::elementwise::PARTS,
+            Source::Reduce => 0..super::reduce::PARTS.len() as u32,
+            Source::Index => 0..super::index::PARTS.len() as u32,
+        }
+    }
+
     /// The part of the source that defines kernel `name` (`None`: the
     /// whole source is one part).
     pub(crate) fn part(self, name: &str) -> Option<u32> {
@@ -546,3 +555,54 @@ fn c_text(s: &[c_char]) -> String {
 #[cfg(test)]
 #[path = "nvrtc_tests.rs"]
 mod tests;
+
+/// One part compiled (or found in the cache) by [`precompile`].
+pub(crate) struct Unit {
+    /// The source.
+    pub src: Source,
+    /// Its part.
+    pub part: u32,
+    /// Whether NVRTC compiled it now or the disk cache had it.
+    pub origin: Origin,
+    /// How long it took.
+    pub time: std::time::Duration,
+}
+
+/// Compile every part of every source for `cc` into the disk cache `dir`
+/// (parts already there are read back), on `threads` threads: what a first
+/// launch would do, ahead of time. Needs NVRTC, not a GPU.
+pub(crate) fn precompile(cc: (u32, u32), dir: &Path, threads: usize) -> Result<Vec<Unit>> {
+    let units: Vec<(Source, u32)> = Source::ALL
+        .iter()
+        .flat_map(|&s| s.parts().map(move |p| (s, p)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: Mutex<Vec<Result<Unit>>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, units.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(src, part)) = units.get(i) else {
+                    break;
+                };
+                let start = std::time::Instant::now();
+                let r =
+                    image_from_disk_or_nvrtc(src, Some(part), cc, Some(dir)).map(|(_, origin)| {
+                        Unit {
+                            src,
+                            part,
+                            origin,
+                            time: start.elapsed(),
+                        }
+                    });
+                done.lock().push(r);
+            });
+        }
+    });
+    let mut out = done
+        .into_inner()
+        .into_iter()
+        .collect::<Result<Vec<Unit>>>()?;
+    out.sort_by_key(|u| (u.src as usize, u.part));
+    Ok(out)
+}

@@ -34,7 +34,7 @@ fn suffix(dtype: DType) -> &'static str {
 }
 
 /// The dtype suffixes of `reduce.cu`'s parts, in part order.
-const PARTS: [&str; 7] = ["u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
+pub(super) const PARTS: [&str; 7] = ["u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
 
 /// The part of reduce.cu (`TG_PART`) that defines kernel `name` (`None`
 /// for a name it does not know: the whole source is compiled).
