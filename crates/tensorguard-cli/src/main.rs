@@ -305,7 +305,10 @@ mod tests {
         assert_eq!(parse_arch("100"), Ok((10, 0)));
         for bad in ["", "sm_x", "0", "9.12", "h100"] {
             let e = parse_arch(bad).unwrap_err();
-            assert!(e.contains("compute capability") && e.contains("sm_90"), "{e}");
+            assert!(
+                e.contains("compute capability") && e.contains("sm_90"),
+                "{e}"
+            );
         }
     }
 }
