@@ -1,11 +1,10 @@
 //! Neural-network building blocks for tensorguard: modules, losses,
 //! optimizers, mixed precision and a pinned-memory data loader.
 //!
-//! They arrive with the training issue; this crate already exists so the
-//! workspace has its final shape, and re-exports the core crate. Its fused
-//! ops ([`ops`]) are built on the core's public custom-op API
-//! ([`tensorguard::autograd::Function`]) alone, without `unsafe` and
-//! without editing the core.
+//! Everything here is built on the core crate's public API (re-exported as
+//! [`tensorguard`]); fused ops ([`ops`]) use its custom-op extension point
+//! ([`tensorguard::autograd::Function`]), without `unsafe` and without
+//! editing the core.
 //!
 //! ```
 //! use tensorguard_nn::tensorguard::{Device, DType, Tensor};
@@ -13,7 +12,14 @@
 //! assert_eq!(w.numel(), 4);
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub use tensorguard;
 
+pub mod init;
+pub mod layers;
+mod module;
 pub mod ops;
+
+pub use layers::Linear;
+pub use module::{Module, StateDict};
