@@ -38,7 +38,10 @@ mod tests {
     fn kaiming_bound_is_one_over_sqrt_fan_in() {
         for fan_in in [1usize, 64, 784] {
             let b = kaiming_uniform_bound(fan_in);
-            assert!((b - 1.0 / (fan_in as f64).sqrt()).abs() < 1e-12, "{fan_in}: {b}");
+            assert!(
+                (b - 1.0 / (fan_in as f64).sqrt()).abs() < 1e-12,
+                "{fan_in}: {b}"
+            );
         }
     }
 

@@ -16,10 +16,15 @@
 
 pub use tensorguard;
 
+pub mod amp;
 pub mod init;
 pub mod layers;
 mod module;
 pub mod ops;
+pub mod optim;
 
-pub use layers::Linear;
+pub use layers::{
+    BatchNorm, BatchNorm1d, BatchNorm2d, Dropout, Embedding, GELUTanh, LayerNorm, Linear, ReLU,
+    Sequential, Sigmoid, Tanh, GELU,
+};
 pub use module::{Module, StateDict};

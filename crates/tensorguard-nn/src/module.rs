@@ -113,7 +113,10 @@ impl std::fmt::Debug for StateDict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut m = f.debug_map();
         for (n, t) in &self.tensors {
-            m.entry(n, &format_args!("{:?} {} {}", t.shape(), t.dtype(), t.device()));
+            m.entry(
+                n,
+                &format_args!("{:?} {} {}", t.shape(), t.dtype(), t.device()),
+            );
         }
         m.finish()
     }

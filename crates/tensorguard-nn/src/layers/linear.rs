@@ -20,7 +20,12 @@ pub struct Linear {
 
 impl Linear {
     /// A layer of `in_features -> out_features` on `device` (f32).
-    pub fn new(in_features: usize, out_features: usize, bias: bool, device: &Device) -> Result<Linear> {
+    pub fn new(
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        device: &Device,
+    ) -> Result<Linear> {
         let w = init::uniform(
             &[out_features, in_features],
             init::kaiming_uniform_bound(in_features),
@@ -30,8 +35,13 @@ impl Linear {
         .requires_grad(true)?;
         let b = if bias {
             Some(
-                init::uniform(&[out_features], init::bias_bound(in_features), DType::F32, device)?
-                    .requires_grad(true)?,
+                init::uniform(
+                    &[out_features],
+                    init::bias_bound(in_features),
+                    DType::F32,
+                    device,
+                )?
+                .requires_grad(true)?,
             )
         } else {
             None

@@ -1,6 +1,16 @@
 //! Layers: each a [`Module`](crate::Module) with PyTorch's name, defaults
 //! and initialisation.
 
+mod activation;
+mod dropout;
+mod embedding;
 mod linear;
+mod norm;
+mod sequential;
 
+pub use activation::{GELUTanh, ReLU, Sigmoid, Tanh, GELU};
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use linear::Linear;
+pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, LayerNorm};
+pub use sequential::Sequential;

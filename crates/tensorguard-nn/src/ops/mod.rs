@@ -3,5 +3,7 @@
 //! composition would launch several and keep their intermediates alive.
 
 mod bias_gelu;
+mod gelu;
 
 pub use bias_gelu::bias_gelu;
+pub use gelu::{gelu, GeluApproximate};

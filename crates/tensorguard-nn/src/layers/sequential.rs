@@ -1,0 +1,110 @@
+//! `Sequential`: modules applied one after the other.
+
+use tensorguard::{Result, Tensor};
+
+use crate::Module;
+
+/// Modules applied in order (PyTorch's `nn.Sequential`); the children are
+/// named by their index (`0.weight`, `2.bias`).
+///
+/// ```
+/// use tensorguard_nn::{Linear, Module, ReLU, Sequential};
+/// use tensorguard_nn::tensorguard::{Device, DType, Tensor};
+/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
+/// let dev = Device::Cpu;
+/// let mlp = Sequential::new()
+///     .add(Linear::new(64, 32, true, &dev)?)
+///     .add(ReLU)
+///     .add(Linear::new(32, 10, true, &dev)?);
+/// let y = mlp.forward(&Tensor::ones([8, 64], DType::F32, &dev)?)?;
+/// assert_eq!(y.shape(), &[8, 10]);
+/// assert_eq!(mlp.named_parameters()[2].0, "2.weight");
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct Sequential {
+    layers: Vec<Box<dyn Module>>,
+}
+
+impl Sequential {
+    /// An empty sequence.
+    pub fn new() -> Sequential {
+        Sequential::default()
+    }
+
+    /// Append a module (builder style).
+    #[allow(clippy::should_implement_trait)]
+    pub fn add(mut self, m: impl Module + 'static) -> Sequential {
+        self.layers.push(Box::new(m));
+        self
+    }
+
+    /// Append a boxed module.
+    pub fn push(&mut self, m: Box<dyn Module>) {
+        self.layers.push(m);
+    }
+
+    /// How many children.
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Whether it has no children.
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    /// The children.
+    pub fn layers(&self) -> &[Box<dyn Module>] {
+        &self.layers
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut h = x.alias();
+        for l in &self.layers {
+            h = l.forward(&h)?;
+        }
+        Ok(h)
+    }
+    fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
+        for (i, l) in self.layers.iter().enumerate() {
+            l.visit_params(&format!("{prefix}{i}."), f);
+        }
+    }
+    fn visit_params_mut(
+        &mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            l.visit_params_mut(&format!("{prefix}{i}."), f)?;
+        }
+        Ok(())
+    }
+    fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
+        for (i, l) in self.layers.iter().enumerate() {
+            l.visit_buffers(&format!("{prefix}{i}."), f);
+        }
+    }
+    fn visit_buffers_mut(
+        &mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            l.visit_buffers_mut(&format!("{prefix}{i}."), f)?;
+        }
+        Ok(())
+    }
+    fn set_training(&mut self, on: bool) {
+        for l in &mut self.layers {
+            l.set_training(on);
+        }
+    }
+    fn describe(&self) -> String {
+        let inner: Vec<String> = self.layers.iter().map(|l| l.describe()).collect();
+        format!("Sequential({})", inner.join(", "))
+    }
+}

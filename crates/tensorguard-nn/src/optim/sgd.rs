@@ -1,0 +1,139 @@
+//! Stochastic gradient descent with momentum, Nesterov and weight decay.
+
+use tensorguard::autograd::no_grad;
+use tensorguard::{Result, Tensor};
+
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
+use crate::StateDict;
+
+/// [`Sgd`]'s hyper-parameters (PyTorch's defaults: no momentum, no
+/// dampening, no weight decay).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// Learning rate.
+    pub lr: f64,
+    /// Momentum factor.
+    pub momentum: f64,
+    /// Dampening of the momentum.
+    pub dampening: f64,
+    /// L2 penalty.
+    pub weight_decay: f64,
+    /// Nesterov momentum (needs momentum > 0 and no dampening).
+    pub nesterov: bool,
+}
+
+impl SgdConfig {
+    /// Plain SGD with learning rate `lr`.
+    pub fn new(lr: f64) -> SgdConfig {
+        SgdConfig {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+}
+
+/// PyTorch's `torch.optim.SGD`: `g = grad + wd·p`; with momentum `buf =
+/// μ·buf + (1 − dampening)·g` (the first step sets `buf = g`), `g = g +
+/// μ·buf` (Nesterov) or `buf`; then `p -= lr·g`.
+///
+/// ```
+/// use tensorguard_nn::optim::{Optimizer, Sgd, SgdConfig};
+/// use tensorguard_nn::tensorguard::{Device, Tensor};
+/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], [2], &Device::Cpu)?.requires_grad(true)?;
+/// let mut opt = Sgd::new(vec![("w".into(), w.alias())], SgdConfig::new(0.1))?;
+/// w.mul(&w)?.sum()?.backward()?;   // grad = 2w
+/// opt.step()?;
+/// opt.zero_grad(true)?;
+/// assert_eq!(w.to_vec::<f32>()?, vec![0.8, 1.6]);
+/// # Ok(()) }
+/// ```
+pub struct Sgd {
+    params: Vec<(String, Tensor)>,
+    bufs: Vec<Option<Tensor>>,
+    cfg: SgdConfig,
+}
+
+impl Sgd {
+    /// An optimizer over named parameters (e.g. `model.named_parameters()`).
+    pub fn new(params: Vec<(String, Tensor)>, cfg: SgdConfig) -> Result<Sgd> {
+        check_hyper(
+            "SGD",
+            &[
+                ("learning rate", cfg.lr, cfg.lr >= 0.0),
+                ("momentum", cfg.momentum, cfg.momentum >= 0.0),
+                ("weight_decay", cfg.weight_decay, cfg.weight_decay >= 0.0),
+                (
+                    "nesterov (it needs momentum > 0 and dampening 0); momentum",
+                    cfg.momentum,
+                    !cfg.nesterov || (cfg.momentum > 0.0 && cfg.dampening == 0.0),
+                ),
+            ],
+        )?;
+        let bufs = params.iter().map(|_| None).collect();
+        Ok(Sgd { params, bufs, cfg })
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        let c = self.cfg;
+        no_grad(|| -> Result<()> {
+            for ((_, p), buf) in self.params.iter().zip(&mut self.bufs) {
+                let Some(g) = p.grad() else { continue };
+                let mut d = grad_with_decay(p, &g, c.weight_decay)?;
+                if c.momentum != 0.0 {
+                    let b = match buf {
+                        None => buf.insert(d.clone()?),
+                        Some(b) => {
+                            b.mul_(c.momentum)?.add_(&d.mul(1.0 - c.dampening)?)?;
+                            b
+                        }
+                    };
+                    d = if c.nesterov {
+                        d.add(&b.mul(c.momentum)?)?
+                    } else {
+                        b.alias()
+                    };
+                }
+                p.sub_(&d.mul(c.lr)?)?;
+            }
+            Ok(())
+        })?;
+        super::after_step();
+        Ok(())
+    }
+    fn params(&self) -> &[(String, Tensor)] {
+        &self.params
+    }
+    fn lr(&self) -> f64 {
+        self.cfg.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.cfg.lr = lr;
+    }
+    fn state_dict(&self) -> StateDict {
+        let mut sd = StateDict::new();
+        for ((n, _), b) in self.params.iter().zip(&self.bufs) {
+            if let Some(b) = b {
+                sd.insert(format!("{n}.momentum_buffer"), b.detach());
+            }
+        }
+        sd.metadata.insert("lr".into(), self.cfg.lr.to_string());
+        sd.metadata
+            .insert("momentum".into(), self.cfg.momentum.to_string());
+        sd
+    }
+    fn load_state_dict(&mut self, sd: &StateDict) -> Result<()> {
+        for ((n, p), b) in self.params.iter().zip(&mut self.bufs) {
+            *b = load_buffer(sd, &format!("{n}.momentum_buffer"), p)?;
+        }
+        if let Some(lr) = meta_f64(sd, "lr")? {
+            self.cfg.lr = lr;
+        }
+        Ok(())
+    }
+}
