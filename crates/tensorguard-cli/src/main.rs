@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tensorguard::{device, memory, DType, Device, DeviceKind, Tensor};
-use tensorguard_cli::memviz;
+use tensorguard_cli::{memviz, train};
 
 mod bench;
 
@@ -54,6 +54,9 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Train a classifier (default: an MLP on the digits shipped with
+    /// tensorguard) and report accuracy, time, memory, copies and syncs.
+    Train(Box<train::TrainOptions>),
     /// Analyze a memory snapshot (PyTorch's `_dump_snapshot` pickle or `.json`):
     /// peak, what was alive at it, fragmentation, leaks, call sites.
     Memviz(memviz::Options),
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Doctor { device } => exit(doctor(device.as_deref())),
         Command::Bench { what } => exit(bench::run(what, cli.quiet)),
         Command::Kernels { arch, jobs } => exit(kernels(&arch, jobs)),
+        Command::Train(opts) => exit(run_train(*opts, cli.quiet)),
         Command::Memviz(opts) => exit(memviz::run(&opts).map(|report| print!("{report}"))),
     }
 }
@@ -87,8 +91,31 @@ fn init_logging(verbose: u8, quiet: bool) {
     if let Ok(spec) = std::env::var("RUST_LOG") {
         builder.parse_filters(&spec);
     }
-    // A second logger can only come from a test harness; keep the first.
-    let _ = builder.try_init();
+    // env_logger prints; the wrapper also keeps tensorguard's warnings for
+    // `train`'s report. A second logger can only come from a test harness.
+    let logger = builder.build();
+    let max = logger.filter();
+    let _ = train::install_warning_capture(logger, max);
+}
+
+/// `tensorguard train`: run, print the report, write the metrics.
+fn run_train(mut opts: train::TrainOptions, quiet: bool) -> Result<(), String> {
+    opts.no_progress |= quiet;
+    let report = train::run(&opts)?;
+    if !quiet {
+        print!("{report}");
+    } else {
+        println!(
+            "test accuracy {:.2}% in {:.2} s",
+            100.0 * report.test_accuracy,
+            report.wall_s
+        );
+    }
+    if let Some(path) = &opts.metrics_json {
+        std::fs::write(path, report.to_json())
+            .map_err(|e| format!("could not write the metrics to {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The exit status of a command: errors are printed as one `error: ...`

@@ -151,7 +151,7 @@ fn preview_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// assert_eq!(y.shape(), &[3, 2]);
 /// # Ok(()) }
 /// ```
-pub trait Module: Send {
+pub trait Module: Send + Sync {
     /// The forward computation.
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
 

@@ -1,0 +1,395 @@
+//! `tensorguard train`: the project's main job. Trains a classifier with the
+//! practices that keep a training loop fast and out of trouble — data
+//! copied to the device once or prefetched from pinned memory on a side
+//! stream, no hidden synchronisation in the loop, losses accumulated as
+//! device tensors (never as a graph), optional mixed precision, gradient
+//! accumulation and activation checkpointing — and reports what it cost:
+//! time, peak memory, the bytes moved each way and the synchronisations.
+
+mod data;
+pub mod model;
+mod options;
+mod report;
+
+use std::time::Instant;
+
+use tensorguard::autograd::no_grad;
+use tensorguard::{memory, transfer, DType, Device, Tensor};
+use tensorguard_nn::amp::GradScaler;
+use tensorguard_nn::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
+use tensorguard_nn::{Module, StateDict};
+
+pub use model::{ModelKind, Net};
+pub use options::{AmpKind, DatasetKind, OptimizerKind, TrainOptions};
+pub use report::{install_warning_capture, warnings_seen, EpochStats, TrainReport};
+
+use data::{Batches, Data};
+
+/// A one-line error for the command line.
+type Res<T> = std::result::Result<T, String>;
+
+fn tg<T>(r: tensorguard::Result<T>) -> Res<T> {
+    r.map_err(|e| e.to_string())
+}
+
+/// The device to train on: `--device`, else the first GPU, else the cpu.
+fn pick_device(opts: &TrainOptions) -> Res<Device> {
+    let dev = match &opts.device {
+        Some(s) => tg(Device::parse(s))?,
+        None => Device::cuda_if_available(0),
+    };
+    tg(dev.check_available())?;
+    Ok(dev)
+}
+
+fn check(opts: &TrainOptions) -> Res<()> {
+    if opts.batch_size == 0 {
+        return Err("--batch-size must be at least 1.".into());
+    }
+    if opts.accum_steps == 0 || opts.accum_steps > opts.batch_size {
+        return Err(format!(
+            "--accum-steps must be between 1 and the batch size ({}), got {}.",
+            opts.batch_size, opts.accum_steps
+        ));
+    }
+    if let Some(f) = opts.memory_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(format!("--memory-fraction must be in (0, 1], got {f}."));
+        }
+    }
+    if let Some(lr) = opts.lr {
+        if !(lr > 0.0 && lr.is_finite()) {
+            return Err(format!("--lr must be a positive number, got {lr}."));
+        }
+    }
+    if opts.epochs == Some(0) {
+        return Err("--epochs must be at least 1.".into());
+    }
+    Ok(())
+}
+
+fn make_optimizer(opts: &TrainOptions, model: &Net) -> Res<Box<dyn Optimizer>> {
+    let params = model.named_parameters();
+    Ok(match opts.optimizer {
+        OptimizerKind::Sgd => {
+            let cfg = SgdConfig {
+                momentum: 0.9,
+                ..SgdConfig::new(opts.lr.unwrap_or(0.05))
+            };
+            Box::new(tg(Sgd::new(params, cfg))?)
+        }
+        OptimizerKind::Adam => Box::new(tg(Adam::new(params, AdamConfig::adam(opts.lr.unwrap_or(1e-3))))?),
+        OptimizerKind::Adamw => Box::new(tg(AdamW::new(params, AdamConfig::adamw(opts.lr.unwrap_or(1e-3))))?),
+    })
+}
+
+/// Everything a run has: the model, its optimizer and scaler, where it is.
+struct Run {
+    opts: TrainOptions,
+    dev: Device,
+    model: Net,
+    opt: Box<dyn Optimizer>,
+    scaler: GradScaler,
+    data: Data,
+    epochs: u64,
+    start_epoch: u64,
+}
+
+/// Train as `opts` says and return the report (the CLI prints it).
+///
+/// Errors are one-line messages (a missing dataset says how to get it).
+pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
+    check(opts)?;
+    let dev = pick_device(opts)?;
+    if let Some(f) = opts.memory_fraction {
+        tg(memory::set_per_process_memory_fraction(f, &dev))?;
+    }
+    if opts.memory_snapshot.is_some() {
+        tg(memory::record_history(&dev, None))?;
+    }
+    tensorguard::manual_seed(opts.seed);
+    let data = data::load(opts, &dev)?;
+    let mut model = tg(Net::new(
+        opts.model,
+        &data.shape,
+        data.classes,
+        opts.checkpoint_activations,
+        &Device::Cpu,
+    ))?;
+    tg(model.to_device(&dev))?;
+    let opt = make_optimizer(opts, &model)?;
+    let scaler = match opts.amp {
+        Some(AmpKind::F16) => GradScaler::new(),
+        _ => GradScaler::disabled(),
+    };
+    let epochs = opts.epochs.unwrap_or(match opts.dataset {
+        DatasetKind::Digits => 30,
+        DatasetKind::FashionMnist => 2,
+    });
+    let mut run = Run {
+        opts: opts.clone(),
+        dev,
+        model,
+        opt,
+        scaler,
+        data,
+        epochs,
+        start_epoch: 0,
+    };
+    if let Some(path) = &opts.resume {
+        run.resume(path)?;
+    }
+    memory::reset_peak(&dev);
+    let t0 = Instant::now();
+    let ledger0 = transfer::stats_for(&dev);
+    let sync0 = transfer::sync_stats();
+    let history = if opts.profile {
+        let opts_p = tensorguard::profiler::ProfileOptions {
+            profile_memory: true,
+            ..Default::default()
+        };
+        let (h, prof) = tg(tensorguard::profiler::profile(opts_p, || {
+            run.train_epochs().map_err(tensorguard::Error::Device)
+        }))?;
+        let trace = "train-trace.json";
+        tg(prof.export_chrome_trace(trace))?;
+        println!(
+            "{}",
+            prof.key_averages()
+                .table(tensorguard::profiler::SortBy::SelfCpuTimeTotal, 15)
+        );
+        println!("chrome trace: {trace}");
+        h
+    } else {
+        run.train_epochs()?
+    };
+    tg(tensorguard::device::synchronize(&dev))?;
+    let wall = t0.elapsed();
+    let moved = transfer::stats_for(&dev).since(&ledger0);
+    let syncs = transfer::sync_stats().since(&sync0);
+    if let Some(path) = &opts.memory_snapshot {
+        tg(memory::dump_snapshot(&dev, path))?;
+    }
+    let last = history.last().cloned().unwrap_or_default();
+    let trained = history.iter().map(|e| e.samples).sum::<u64>();
+    Ok(TrainReport {
+        device: dev,
+        model: run.model.describe(),
+        parameters: run.model.num_parameters(),
+        epochs: history,
+        test_accuracy: last.test_accuracy,
+        test_loss: last.test_loss,
+        train_loss: last.train_loss,
+        wall_s: wall.as_secs_f64(),
+        samples_per_s: trained as f64 / wall.as_secs_f64().max(1e-9),
+        peak_device_bytes: memory::max_allocated(&dev),
+        host_to_device_bytes: moved.host_to_device.total.bytes,
+        device_to_host_bytes: moved.device_to_host.total.bytes,
+        blocking_host_to_device: moved.host_to_device.blocking.copies,
+        syncs: syncs.syncs,
+        skipped_steps: run.scaler.skipped_steps(),
+        memory_summary: memory::summary(&dev),
+        transfer_report: transfer::report_top(8),
+        sync_report: transfer::sync_report_top(8),
+        warnings: warnings_seen(),
+    })
+}
+
+impl Run {
+    fn train_epochs(&mut self) -> Res<Vec<EpochStats>> {
+        let mut history = Vec::new();
+        for epoch in self.start_epoch..self.epochs {
+            let t = Instant::now();
+            let (train_loss, train_acc, samples) = self.train_epoch(epoch)?;
+            let (test_loss, test_accuracy) = self.evaluate()?;
+            let e = EpochStats {
+                epoch: epoch + 1,
+                train_loss,
+                train_accuracy: train_acc,
+                test_loss,
+                test_accuracy,
+                samples,
+                seconds: t.elapsed().as_secs_f64(),
+            };
+            println!("{}", e.line(self.epochs));
+            history.push(e);
+            if let Some(path) = self.opts.save.clone() {
+                self.save(&path, epoch + 1)?;
+            }
+        }
+        Ok(history)
+    }
+
+    /// One pass over the training set; returns (mean loss, accuracy, samples).
+    fn train_epoch(&mut self, epoch: u64) -> Res<(f64, f64, u64)> {
+        self.model.train();
+        let dev = self.dev;
+        let accum = self.opts.accum_steps;
+        let micro = self.opts.batch_size.div_ceil(accum);
+        let amp = self.opts.amp;
+        let mut batches: Batches<'_> = self.data.train.epoch(epoch, micro)?;
+        let n_batches = batches.len();
+        let bar = report::progress_bar(n_batches as u64, epoch + 1, self.epochs, self.opts.no_progress);
+        // running sums stay on the device: reading them is a sync, done
+        // for the progress bar every few dozen steps and at the end
+        let loss_sum = tg(Tensor::zeros((), DType::F32, &dev))?;
+        let correct = tg(Tensor::zeros((), DType::I64, &dev))?;
+        let mut seen = 0u64;
+        let mut micro_in_step = 0;
+        tg(self.opt.zero_grad(true))?;
+        let mut i = 0usize;
+        while let Some(batch) = batches.next_batch()? {
+            let (x, y) = batch;
+            let b = y.numel();
+            let loss = {
+                let _ac = match amp {
+                    Some(AmpKind::Bf16) => Some(tg(tensorguard::autocast::autocast(DType::BF16))?),
+                    Some(AmpKind::F16) => Some(tg(tensorguard::autocast::autocast(DType::F16))?),
+                    None => None,
+                };
+                let logits = tg(self.model.forward(&x))?;
+                let logits = tg(logits.to_dtype(DType::F32))?;
+                tg(no_grad(|| -> tensorguard::Result<()> {
+                    correct.add_(&logits.argmax_dim(1, false)?.eq(&y)?.sum()?)?;
+                    Ok(())
+                }))?;
+                tg(data::loss(&logits, &y))?
+            };
+            tg(no_grad(|| loss_sum.add_(&loss.detach().mul(b as f64)?).map(|_| ())))?;
+            // a micro-batch's loss is divided by the number of
+            // micro-batches, so the accumulated gradient is the full
+            // batch's (PyTorch's recipe)
+            let scaled = if accum > 1 { tg(loss.div(accum as f64))? } else { loss };
+            tg(tg(self.scaler.scale(&scaled))?.backward())?;
+            drop(scaled);
+            micro_in_step += 1;
+            seen += b as u64;
+            i += 1;
+            if micro_in_step == accum || i == n_batches {
+                tg(self.scaler.step(self.opt.as_mut()))?;
+                self.scaler.update();
+                tg(self.opt.zero_grad(true))?;
+                micro_in_step = 0;
+            }
+            if let Some(bar) = &bar {
+                bar.inc(1);
+                if i % 50 == 0 || i == n_batches {
+                    let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
+                    let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
+                    bar.set_message(format!("loss {l:.4}  acc {:.1}%", 100.0 * a));
+                }
+            }
+        }
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
+        let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
+        Ok((l, a, seen))
+    }
+
+    /// (mean loss, accuracy) on the test set, in evaluation mode, without a graph.
+    fn evaluate(&mut self) -> Res<(f64, f64)> {
+        self.model.eval();
+        let dev = self.dev;
+        let amp = self.opts.amp;
+        let model = &self.model;
+        let test = &mut self.data.test;
+        let r = no_grad(|| -> Res<(f64, f64)> {
+            let loss_sum = tg(Tensor::zeros((), DType::F32, &dev))?;
+            let correct = tg(Tensor::zeros((), DType::I64, &dev))?;
+            let mut seen = 0u64;
+            let mut batches = test.epoch(0, 1000)?;
+            while let Some((x, y)) = batches.next_batch()? {
+                let _ac = match amp {
+                    Some(AmpKind::Bf16) => Some(tg(tensorguard::autocast::autocast(DType::BF16))?),
+                    Some(AmpKind::F16) => Some(tg(tensorguard::autocast::autocast(DType::F16))?),
+                    None => None,
+                };
+                let logits = tg(tg(model.forward(&x))?.to_dtype(DType::F32))?;
+                let b = y.numel();
+                tg(loss_sum.add_(&tg(data::loss(&logits, &y))?.mul(b as f64).map_err(|e| e.to_string())?))?;
+                tg(correct.add_(&tg(tg(logits.argmax_dim(1, false))?.eq(&y))?.sum().map_err(|e| e.to_string())?))?;
+                seen += b as u64;
+            }
+            let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
+            let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
+            Ok((l, a))
+        });
+        self.model.train();
+        r
+    }
+
+    /// Write model, optimizer and scaler state, the epoch and the RNG.
+    fn save(&self, path: &std::path::Path, epochs_done: u64) -> Res<()> {
+        let mut sd = self.model.state_dict();
+        sd.extend_prefixed("optim.", self.opt.state_dict());
+        sd.extend_prefixed("scaler.", self.scaler.state_dict());
+        let rng = tensorguard::default_generator().state().to_bytes();
+        sd.metadata.insert("rng".into(), hex(&rng));
+        sd.metadata.insert("epoch".into(), epochs_done.to_string());
+        sd.metadata.insert("seed".into(), self.opts.seed.to_string());
+        sd.metadata.insert("model".into(), format!("{:?}", self.opts.model).to_lowercase());
+        sd.metadata.insert("dataset".into(), format!("{:?}", self.opts.dataset));
+        tg(tensorguard_nn::checkpoint::save(path, &sd))
+    }
+
+    fn resume(&mut self, path: &std::path::Path) -> Res<()> {
+        let sd = tg(tensorguard_nn::checkpoint::load(path, &self.dev))?;
+        let meta = |k: &str| -> Res<String> {
+            sd.metadata.get(k).cloned().ok_or_else(|| {
+                format!("{}: the checkpoint has no `{k}` metadata; was it written by `tensorguard train --save`?", path.display())
+            })
+        };
+        let model_kind = meta("model")?;
+        let want = format!("{:?}", self.opts.model).to_lowercase();
+        if model_kind != want {
+            return Err(format!(
+                "{}: the checkpoint is of a {model_kind} model, but --model is {want}.",
+                path.display()
+            ));
+        }
+        let mut model_sd = StateDict::new();
+        for (n, t) in sd.iter() {
+            if !n.starts_with("optim.") && !n.starts_with("scaler.") {
+                model_sd.insert(n, t.alias());
+            }
+        }
+        tg(self.model.load_state_dict(&model_sd))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        tg(self.opt.load_state_dict(&sd.strip_prefix("optim.")))?;
+        let scaler_sd = sd.strip_prefix("scaler.");
+        if !scaler_sd.metadata.is_empty() {
+            tg(self.scaler.load_state_dict(&scaler_sd))?;
+        }
+        let rng = unhex(&meta("rng")?).ok_or_else(|| format!("{}: the checkpoint's `rng` metadata is not hex.", path.display()))?;
+        let state = tg(tensorguard::GeneratorState::from_bytes(&rng))?;
+        tg(tensorguard::default_generator().set_state(&state))?;
+        self.start_epoch = meta("epoch")?
+            .parse()
+            .map_err(|_| format!("{}: the checkpoint's `epoch` is not a number.", path.display()))?;
+        if self.start_epoch >= self.epochs {
+            return Err(format!(
+                "{}: the checkpoint has already trained {} epochs; ask for more with --epochs N (N > {}).",
+                path.display(),
+                self.start_epoch,
+                self.start_epoch
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}

@@ -1,0 +1,127 @@
+//! `tensorguard train`'s flags.
+
+use std::path::PathBuf;
+
+use super::model::ModelKind;
+
+/// The dataset to train on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatasetKind {
+    /// scikit-learn's 8x8 digits (1,797 images, shipped with tensorguard).
+    Digits,
+    /// Fashion-MNIST (60,000 + 10,000 28x28 images) from `--data DIR`.
+    FashionMnist,
+}
+
+/// The optimizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OptimizerKind {
+    /// SGD with momentum 0.9.
+    Sgd,
+    /// Adam.
+    Adam,
+    /// AdamW (weight decay 0.01).
+    Adamw,
+}
+
+/// The autocast dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AmpKind {
+    /// bfloat16 (no loss scaling needed).
+    Bf16,
+    /// float16, with a GradScaler.
+    F16,
+}
+
+/// Train a classifier: the project's main job.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TrainOptions {
+    /// The dataset.
+    #[arg(long, value_enum, default_value = "digits")]
+    pub dataset: DatasetKind,
+    /// Where the dataset's files are (Fashion-MNIST's IDX files; default:
+    /// where Debian's `dataset-fashion-mnist` package puts them).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// The model.
+    #[arg(long, value_enum, default_value = "mlp")]
+    pub model: ModelKind,
+    /// The device (`cpu`, `emu:N`, `cuda:N`); default: the first GPU, else the cpu.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Epochs (default: 30 for digits, 2 for Fashion-MNIST).
+    #[arg(long)]
+    pub epochs: Option<u64>,
+    /// Examples per optimizer step (divided into `--accum-steps` micro-batches).
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Learning rate (default: 1e-3 for Adam/AdamW, 0.05 for SGD).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// The optimizer.
+    #[arg(long, value_enum, default_value = "adam")]
+    pub optimizer: OptimizerKind,
+    /// Micro-batches per optimizer step (gradient accumulation).
+    #[arg(long, default_value_t = 1)]
+    pub accum_steps: usize,
+    /// Mixed precision: run matmuls and convolutions in this dtype.
+    #[arg(long, value_enum)]
+    pub amp: Option<AmpKind>,
+    /// Recompute each block's activations in backward instead of keeping them.
+    #[arg(long)]
+    pub checkpoint_activations: bool,
+    /// Seed of the initialisation, the shuffling and dropout.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Save a checkpoint (safetensors) here after every epoch.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Resume from a checkpoint written by `--save`.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Print the profiler's table and write a Chrome trace (`train-trace.json`).
+    #[arg(long)]
+    pub profile: bool,
+    /// Record the allocator's history and write a memory snapshot here.
+    #[arg(long)]
+    pub memory_snapshot: Option<PathBuf>,
+    /// Cap the device's memory at this fraction of its capacity.
+    #[arg(long)]
+    pub memory_fraction: Option<f64>,
+    /// Write the final metrics as JSON here.
+    #[arg(long)]
+    pub metrics_json: Option<PathBuf>,
+    /// Use at most this many training examples (a quick run).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            dataset: DatasetKind::Digits,
+            data: None,
+            model: ModelKind::Mlp,
+            device: None,
+            epochs: None,
+            batch_size: 64,
+            lr: None,
+            optimizer: OptimizerKind::Adam,
+            accum_steps: 1,
+            amp: None,
+            checkpoint_activations: false,
+            seed: 0,
+            save: None,
+            resume: None,
+            profile: false,
+            memory_snapshot: None,
+            memory_fraction: None,
+            metrics_json: None,
+            limit: None,
+            no_progress: true,
+        }
+    }
+}
