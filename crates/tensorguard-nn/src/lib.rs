@@ -16,10 +16,13 @@
 
 pub use tensorguard;
 
+pub mod checkpoint;
+pub mod data;
 pub mod init;
 pub mod layers;
 mod module;
 pub mod ops;
 
+pub use data::{DataLoader, Dataset, LoaderOptions, TensorDataset};
 pub use layers::Linear;
 pub use module::{Module, StateDict};
