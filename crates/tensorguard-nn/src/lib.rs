@@ -17,6 +17,8 @@
 pub use tensorguard;
 
 pub mod amp;
+pub mod checkpoint;
+pub mod data;
 pub mod init;
 pub mod layers;
 mod module;
@@ -27,4 +29,5 @@ pub use layers::{
     BatchNorm, BatchNorm1d, BatchNorm2d, Dropout, Embedding, GELUTanh, LayerNorm, Linear, ReLU,
     Sequential, Sigmoid, Tanh, GELU,
 };
+pub use data::{DataLoader, Dataset, LoaderOptions, TensorDataset};
 pub use module::{Module, StateDict};
