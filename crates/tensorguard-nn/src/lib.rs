@@ -21,5 +21,5 @@ pub mod layers;
 mod module;
 pub mod ops;
 
-pub use layers::Linear;
+pub use layers::{Conv2d, Flatten, Linear, MaxPool2d};
 pub use module::{Module, StateDict};
