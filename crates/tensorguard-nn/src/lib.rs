@@ -25,9 +25,9 @@ mod module;
 pub mod ops;
 pub mod optim;
 
-pub use layers::{
-    BatchNorm, BatchNorm1d, BatchNorm2d, Dropout, Embedding, GELUTanh, LayerNorm, Linear, ReLU,
-    Sequential, Sigmoid, Tanh, GELU,
-};
 pub use data::{DataLoader, Dataset, LoaderOptions, TensorDataset};
+pub use layers::{
+    BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELUTanh, LayerNorm,
+    Linear, MaxPool2d, ReLU, Sequential, Sigmoid, Tanh, GELU,
+};
 pub use module::{Module, StateDict};

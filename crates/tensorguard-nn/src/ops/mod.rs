@@ -1,9 +1,24 @@
 //! Fused ops built on the core's public extension point
 //! ([`tensorguard::autograd::Function`]): one kernel where the unfused
 //! composition would launch several and keep their intermediates alive.
+//!
+//! Convolution ([`conv2d`]: im2col + the core's matmul), pooling
+//! ([`max_pool2d`]) and the losses ([`cross_entropy`], fused; [`nll_loss`]
+//! and [`mse_loss`], compositions) take PyTorch's `torch.nn.functional`
+//! arguments.
 
 mod bias_gelu;
+mod conv;
+mod cross_entropy;
 mod gelu;
+mod host;
+mod loss;
+mod pool;
 
 pub use bias_gelu::bias_gelu;
+pub use conv::conv2d;
+pub use cross_entropy::{cross_entropy, CrossEntropyOptions};
 pub use gelu::{gelu, GeluApproximate};
+pub use host::Pair;
+pub use loss::{mse_loss, nll_loss, Reduction};
+pub use pool::max_pool2d;

@@ -1,0 +1,186 @@
+//! What the host kernels of the convolution, pooling and loss ops share:
+//! the element types they compute in, the split of work over the rayon
+//! pool, the check of a kernel's operand count and the errors of their
+//! argument checks.
+
+use rayon::prelude::*;
+use tensorguard::autograd::{HostElement, HostTensor};
+use tensorguard::{DType, Error, Result, Tensor};
+
+/// Below this many elements of work, a kernel runs on its own thread:
+/// waking the pool would cost more than it saves.
+const PAR_WORK: usize = 1 << 15;
+
+/// The float element types the kernels compute in (f32 and f64).
+pub(crate) trait Real:
+    HostElement
+    + Copy
+    + Send
+    + Sync
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::AddAssign
+    + std::ops::Mul<Output = Self>
+{
+    const ZERO: Self;
+    const NEG_INFINITY: Self;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
+
+/// Run `f(index, chunk)` on each `chunk`-sized piece of `out` (the last
+/// may be shorter), in parallel when the whole is worth it. `work` is the
+/// number of elements of work the call does in all (reads and writes).
+pub(crate) fn for_each_chunk<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Send + Sync,
+) {
+    if chunk == 0 || out.is_empty() {
+        return;
+    }
+    if work < PAR_WORK || out.len() <= chunk {
+        out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+    } else {
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+    }
+}
+
+/// An `InvalidArgument` error of `op`.
+pub(crate) fn invalid(op: &'static str, message: String) -> Error {
+    Error::InvalidArgument { op, message }
+}
+
+/// The operands of a kernel, as the fixed number it was declared with.
+pub(crate) fn operands<'i, 'a, const N: usize>(
+    op: &'static str,
+    ins: &'i [HostTensor<'a>],
+) -> Result<&'i [HostTensor<'a>; N]> {
+    ins.try_into().map_err(|_| {
+        invalid(
+            op,
+            format!(
+                "internal error: the kernel got {} operands instead of {N}.",
+                ins.len()
+            ),
+        )
+    })
+}
+
+/// `t` is f32 or f64 (the dtypes the kernels compute in).
+pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    if matches!(t.dtype(), DType::F32 | DType::F64) {
+        return Ok(());
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        expected: DType::F32,
+        found: t.dtype(),
+        message: format!(
+            "the {what} is {}, but the kernel computes in f32 or f64. Cast it with `.to_dtype(DType::F32)?`.",
+            t.dtype()
+        ),
+    })
+}
+
+/// `t` has the dtype of `like` (named `like_what`).
+pub(crate) fn check_same_dtype(
+    op: &'static str,
+    what: &str,
+    t: &Tensor,
+    like_what: &str,
+    like: &Tensor,
+) -> Result<()> {
+    if t.dtype() == like.dtype() {
+        return Ok(());
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        expected: like.dtype(),
+        found: t.dtype(),
+        message: format!(
+            "the {like_what} is {} but the {what} is {}; both must have one dtype. Cast it with `.to_dtype(DType::{:?})?`.",
+            like.dtype(),
+            t.dtype(),
+            like.dtype()
+        ),
+    })
+}
+
+/// The error of a backward asked for twice (backward runs without grad
+/// mode, so a kernel of a backward never records a graph).
+pub(crate) fn no_double_backward(node: &str, op: &str) -> Error {
+    Error::Autograd {
+        message: format!(
+            "{node}: double backward through {op} is not supported (backward runs without grad mode)."
+        ),
+    }
+}
+
+/// A size or a step along the two spatial dimensions (height, width), as
+/// PyTorch's `_size_2_t`: one number for both, or a pair.
+///
+/// ```
+/// use tensorguard_nn::ops::Pair;
+/// assert_eq!(Pair::from(3), Pair(3, 3));
+/// assert_eq!(Pair::from([2, 1]), Pair(2, 1));
+/// assert_eq!(Pair::from((1, 2)), Pair(1, 2));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pair(pub usize, pub usize);
+
+impl From<usize> for Pair {
+    fn from(v: usize) -> Pair {
+        Pair(v, v)
+    }
+}
+
+impl From<[usize; 2]> for Pair {
+    fn from([h, w]: [usize; 2]) -> Pair {
+        Pair(h, w)
+    }
+}
+
+impl From<(usize, usize)> for Pair {
+    fn from((h, w): (usize, usize)) -> Pair {
+        Pair(h, w)
+    }
+}
+
+impl std::fmt::Display for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {})", self.0, self.1)
+    }
+}

@@ -1,0 +1,277 @@
+//! 2-D max pooling, forward and backward as one custom op each. The
+//! forward writes the maxima only; the backward finds each window's argmax
+//! again from the saved input (the same scan, with PyTorch's tie and NaN
+//! rules) and adds the gradient there, so no index tensor is kept between
+//! the passes.
+
+use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
+use tensorguard::{DType, Error, Result, Tensor};
+
+use super::host::{
+    check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands, Pair,
+    Real,
+};
+
+/// The geometry of one pooling: the input plane, the window and the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Geom {
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Geom {
+    fn new(op: &'static str, h: usize, w: usize, k: Pair, s: Pair) -> Result<Geom> {
+        if k.0 == 0 || k.1 == 0 {
+            return Err(invalid(
+                op,
+                format!("the kernel size {k} has a zero; every window dimension must be at least 1."),
+            ));
+        }
+        if s.0 == 0 || s.1 == 0 {
+            return Err(invalid(
+                op,
+                format!("the stride {s} has a zero; a stride must be at least 1 (the usual stride is the kernel size)."),
+            ));
+        }
+        if h < k.0 || w < k.1 {
+            return Err(invalid(
+                op,
+                format!("the input plane ({h}, {w}) is smaller than the window {k}, so there is no output position. Use a smaller kernel."),
+            ));
+        }
+        Ok(Geom {
+            h,
+            w,
+            kh: k.0,
+            kw: k.1,
+            sh: s.0,
+            sw: s.1,
+            oh: (h - k.0) / s.0 + 1,
+            ow: (w - k.1) / s.1 + 1,
+        })
+    }
+
+    /// The maximum of the window of output `(oy, ox)` in plane `x` and its
+    /// index in the plane, with PyTorch's rule (`val > max || isnan(val)`
+    /// from `-inf` at the window's first element): the first of equal
+    /// maxima, the last NaN.
+    #[inline]
+    fn argmax<T: Real>(&self, x: &[T], oy: usize, ox: usize) -> (T, usize) {
+        let (y0, x0) = (oy * self.sh, ox * self.sw);
+        let mut best = (T::NEG_INFINITY, y0 * self.w + x0);
+        for iy in y0..y0 + self.kh {
+            let row = iy * self.w;
+            for (k, &v) in x[row + x0..][..self.kw].iter().enumerate() {
+                if v > best.0 || v.is_nan() {
+                    best = (v, row + x0 + k);
+                }
+            }
+        }
+        best
+    }
+}
+
+fn forward_typed<T: Real>(g: &Geom, out: &mut HostTensorMut<'_>, x: &HostTensor<'_>) -> Result<()> {
+    let x = x.contiguous::<T>()?;
+    let (plane, per) = (g.h * g.w, g.oh * g.ow);
+    let out = out.contiguous_mut::<T>()?;
+    for_each_chunk(out, per, x.len(), |p, o| {
+        let x = &x[p * plane..][..plane];
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                o[oy * g.ow + ox] = g.argmax(x, oy, ox).0;
+            }
+        }
+    });
+    Ok(())
+}
+
+fn backward_typed<T: Real>(
+    g: &Geom,
+    out: &mut HostTensorMut<'_>,
+    grad: &HostTensor<'_>,
+    x: &HostTensor<'_>,
+) -> Result<()> {
+    let (grad, x) = (grad.contiguous::<T>()?, x.contiguous::<T>()?);
+    let (plane, per) = (g.h * g.w, g.oh * g.ow);
+    let out = out.contiguous_mut::<T>()?;
+    for_each_chunk(out, plane, 2 * x.len(), |p, o| {
+        o.fill(T::ZERO);
+        let (x, grad) = (&x[p * plane..][..plane], &grad[p * per..][..per]);
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let (_, at) = g.argmax(x, oy, ox);
+                o[at] += grad[oy * g.ow + ox];
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `[N, C, H, W]` -> `[N, C, H_out, W_out]`, the maxima.
+struct MaxPool2d(Geom);
+
+/// `(grad [N, C, H_out, W_out], x [N, C, H, W])` -> the input's gradient.
+struct MaxPool2dGrad(Geom);
+
+fn plane_shape(op: &'static str, g: &Geom, x: &Tensor) -> Result<(usize, usize)> {
+    match *x.shape() {
+        [n, c, h, w] if (h, w) == (g.h, g.w) => Ok((n, c)),
+        _ => Err(Error::ShapeMismatch {
+            op,
+            lhs: x.shape().to_vec(),
+            rhs: vec![g.h, g.w],
+            hint: format!(
+                "the input must be [N, C, {}, {}] (the geometry the op was made for).",
+                g.h, g.w
+            ),
+        }),
+    }
+}
+
+impl Function for MaxPool2d {
+    fn name(&self) -> &'static str {
+        "max_pool2d"
+    }
+    fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
+        let [x] = inputs else {
+            return Err(invalid(
+                self.name(),
+                format!("takes one input, not {} tensors.", inputs.len()),
+            ));
+        };
+        check_float(self.name(), "input", x)?;
+        let (n, c) = plane_shape(self.name(), &self.0, x)?;
+        Ok(OutputSpec {
+            shape: vec![n, c, self.0.oh, self.0.ow],
+            dtype: x.dtype(),
+        })
+    }
+    fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
+        let [x] = operands(self.name(), ins)?;
+        match out.dtype() {
+            DType::F64 => forward_typed::<f64>(&self.0, out, x),
+            _ => forward_typed::<f32>(&self.0, out, x),
+        }
+    }
+    fn setup_context(&self, ctx: &mut FunctionCtx, inputs: &[&Tensor], _: &Tensor) -> Result<()> {
+        ctx.save_for_backward(inputs);
+        Ok(())
+    }
+    fn backward(&self, ctx: &FunctionCtx, grad: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        if !ctx.needs_input_grad(0) {
+            return Ok(vec![None]);
+        }
+        let saved = ctx.saved()?;
+        let [x] = saved.as_slice() else {
+            return Err(Error::Autograd {
+                message: format!(
+                    "{}: expected the input to be saved, found {} tensors.",
+                    ctx.node_name(),
+                    saved.len()
+                ),
+            });
+        };
+        let grad = if grad.dtype() != x.dtype() {
+            grad.to_dtype(x.dtype())?
+        } else {
+            grad.alias()
+        };
+        Ok(vec![Some(MaxPool2dGrad(self.0).apply(&[&grad, x])?)])
+    }
+}
+
+impl Function for MaxPool2dGrad {
+    fn name(&self) -> &'static str {
+        "max_pool2d_backward"
+    }
+    fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
+        let [grad, x] = inputs else {
+            return Err(invalid(
+                self.name(),
+                format!(
+                    "takes the gradient and the input, not {} tensors.",
+                    inputs.len()
+                ),
+            ));
+        };
+        check_float(self.name(), "input", x)?;
+        check_same_dtype(self.name(), "gradient", grad, "input", x)?;
+        let (n, c) = plane_shape(self.name(), &self.0, x)?;
+        if grad.shape() != [n, c, self.0.oh, self.0.ow] {
+            return Err(Error::ShapeMismatch {
+                op: self.name(),
+                lhs: x.shape().to_vec(),
+                rhs: grad.shape().to_vec(),
+                hint: format!(
+                    "the gradient must have the output's shape [{n}, {c}, {}, {}].",
+                    self.0.oh, self.0.ow
+                ),
+            });
+        }
+        Ok(OutputSpec {
+            shape: x.shape().to_vec(),
+            dtype: x.dtype(),
+        })
+    }
+    fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
+        let [grad, x] = operands(self.name(), ins)?;
+        match out.dtype() {
+            DType::F64 => backward_typed::<f64>(&self.0, out, grad, x),
+            _ => backward_typed::<f32>(&self.0, out, grad, x),
+        }
+    }
+    fn backward(&self, ctx: &FunctionCtx, _: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Err(no_double_backward(ctx.node_name(), "max_pool2d"))
+    }
+}
+
+/// 2-D max pooling, PyTorch's `F.max_pool2d(x, kernel_size, stride)` (no
+/// padding, dilation 1, `ceil_mode=False`): each output is the maximum of
+/// its `kH x kW` window, windows `stride` apart.
+///
+/// `x` is `[N, C, H, W]` (or `[C, H, W]`), `f32` or `f64`; the output is
+/// `[N, C, (H - kH) / sH + 1, (W - kW) / sW + 1]`. `kernel_size` and
+/// `stride` are one number or a pair ([`Pair`]); PyTorch's usual stride is
+/// the kernel size (`nn::MaxPool2d`'s default). As PyTorch, a NaN in a
+/// window is its maximum, and the gradient goes to the window's first
+/// maximum (its last NaN); overlapping windows add their gradients. The
+/// backward is one kernel that recomputes the argmax from the saved input.
+///
+/// ```
+/// use tensorguard_nn::ops::max_pool2d;
+/// use tensorguard_nn::tensorguard::{Device, Tensor};
+/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
+/// let x = Tensor::arange(0.0, 16.0, &Device::Cpu)?.view([1, 1, 4, 4])?.requires_grad(true)?;
+/// let y = max_pool2d(&x, 2, 2)?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![5.0, 7.0, 13.0, 15.0]);
+/// y.sum()?.backward()?;
+/// let g = x.grad().unwrap().to_vec::<f32>()?;
+/// assert_eq!((g[5], g[7], g[13], g[15], g[0]), (1.0, 1.0, 1.0, 1.0, 0.0));
+/// # Ok(()) }
+/// ```
+#[track_caller]
+pub fn max_pool2d(x: &Tensor, kernel_size: impl Into<Pair>, stride: impl Into<Pair>) -> Result<Tensor> {
+    const OP: &str = "max_pool2d";
+    let (k, s) = (kernel_size.into(), stride.into());
+    if x.ndim() == 3 {
+        return max_pool2d(&x.unsqueeze(0)?, k, s)?.squeeze_dim(0);
+    }
+    let &[_, _, h, w] = x.shape() else {
+        return Err(invalid(
+            OP,
+            format!(
+                "the input must be [N, C, H, W] (or [C, H, W]), got shape {:?}.",
+                x.shape()
+            ),
+        ));
+    };
+    check_float(OP, "input", x)?;
+    MaxPool2d(Geom::new(OP, h, w, k, s)?).apply(&[x])
+}
