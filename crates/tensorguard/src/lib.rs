@@ -37,6 +37,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod autocast;
 pub mod autograd;
 pub mod device;
 mod device_id;

@@ -4,6 +4,7 @@
 //! In-place and out-of-place variants of an op differ only in the output
 //! they pass to `launch`: a fresh tensor, or the tensor written in place.
 
+mod autocast;
 mod copy;
 mod creation;
 mod custom;
