@@ -57,7 +57,7 @@ pub mod warnings;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};
 pub use error::{CudaUnavailable, Error, Result};
-pub use ops::{manual_seed, Generator, Operand};
+pub use ops::{default_generator, manual_seed, Generator, GeneratorState, Operand};
 pub use shape::{DimList, Shape, ShapeSpec};
 pub use tensor::{SliceRange, Tensor};
 
