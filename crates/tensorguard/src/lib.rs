@@ -37,6 +37,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod autocast;
 pub mod autograd;
 pub mod device;
 mod device_id;
@@ -56,7 +57,7 @@ pub mod warnings;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};
 pub use error::{CudaUnavailable, Error, Result};
-pub use ops::{manual_seed, Generator, Operand};
+pub use ops::{default_generator, manual_seed, Generator, GeneratorState, Operand};
 pub use shape::{DimList, Shape, ShapeSpec};
 pub use tensor::{SliceRange, Tensor};
 

@@ -5,7 +5,8 @@
 //! the sync debug mode
 //! ([`transfer::set_sync_debug_mode`](crate::transfer::set_sync_debug_mode)),
 //! [`memory::with_oom_backoff`](crate::memory::with_oom_backoff) halving a
-//! batch, a bad `TENSORGUARD_EMULATED`, and the samples of
+//! batch, a graph kept alive across optimizer steps
+//! ([`autograd::mark_step`](crate::autograd::mark_step)), a bad `TENSORGUARD_EMULATED`, and the samples of
 //! [`memory::watch`](crate::memory::watch). Like a PyTorch `UserWarning`,
 //! a warning must not vanish because nobody installed a logger, so by
 //! default ([`WarningMode::Auto`]):
@@ -37,8 +38,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The `log` targets tensorguard writes to.
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "tensorguard::transfer",
+    "tensorguard::autograd",
     "tensorguard::device",
     "tensorguard::sync",
     "tensorguard::memory",

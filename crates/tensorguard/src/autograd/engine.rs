@@ -106,6 +106,9 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
         }
     };
     let _no_grad = GradModeGuard::disabled();
+    // each backward formula runs in the dtypes its forward op ran in
+    // (PyTorch: backward under autocast is not autocast)
+    let _no_autocast = crate::autocast::autocast_disabled();
     let root_node = match edge {
         Edge::Leaf(t) => return accumulate(&t, g),
         Edge::Node(n) => n,

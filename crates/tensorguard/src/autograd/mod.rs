@@ -33,6 +33,7 @@ pub(crate) mod formulas;
 pub(crate) mod function;
 mod gradcheck;
 mod mode;
+mod stats;
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +53,7 @@ pub use mode::{
     detect_anomaly, enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled,
     set_grad_enabled, AnomalyGuard, GradModeGuard,
 };
+pub use stats::{graph_stats, mark_step, GraphStats, WARN_AFTER};
 
 /// Autograd state of one tensor.
 #[derive(Default)]
@@ -119,6 +121,14 @@ pub(crate) struct Node {
     pub(crate) backtrace: Option<String>,
     /// Non-leaf tensors whose `.grad` this node's output gradient fills.
     pub(crate) retain: Mutex<Vec<Weak<TensorImpl>>>,
+    /// The optimizer step this node was made in (Note [Graph stats]).
+    step: u64,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        stats::node_dropped(self.step);
+    }
 }
 
 impl Node {
@@ -127,7 +137,17 @@ impl Node {
         next: SmallVec<[Option<Edge>; 2]>,
         site: &'static Location<'static>,
     ) -> Arc<Node> {
+        let step = stats::node_created();
+        // a graph that spans optimizer steps (Note [Graph stats])
+        let spans = next.iter().any(|e| match e {
+            Some(Edge::Node(n)) => n.step < step,
+            _ => false,
+        });
+        if spans {
+            stats::spans_steps(grad.name, site, step);
+        }
         Arc::new(Node {
+            step,
             id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
             name: grad.name,
             site,
@@ -146,10 +166,21 @@ pub(crate) struct Saved {
     version: u64,
 }
 
+impl Drop for Saved {
+    fn drop(&mut self) {
+        stats::saved(-saved_bytes(&self.t));
+    }
+}
+
+fn saved_bytes(t: &Tensor) -> i64 {
+    (t.numel() * t.dtype().size_in_bytes()) as i64
+}
+
 impl Saved {
     /// Save `t` (a handle without autograd history, sharing its storage and
     /// version counter, so saving an output makes no reference cycle).
     pub(crate) fn new(t: &Tensor) -> Saved {
+        stats::saved(saved_bytes(t));
         Saved {
             t: t.detach(),
             version: t.version(),

@@ -62,6 +62,19 @@ pub(crate) fn binary(
     if let Operand::Tensor(t) = b {
         check_device(name, a, &[("other", t)], site)?;
     }
+    if !inplace {
+        let cast = match b {
+            Operand::Tensor(t) => super::autocast::inputs(name, &[a, t], site)?,
+            Operand::Scalar(_) => super::autocast::inputs(name, &[a], site)?,
+        };
+        if let Some(c) = cast {
+            let b = match b {
+                Operand::Tensor(_) => Operand::Tensor(&c[1]),
+                s => s,
+            };
+            return binary(op, &c[0], b, false, site);
+        }
+    }
     let result = result_type(&[promote_arg(a), b.promote()]);
     let mut compute = result;
     let mut kop = op;
@@ -177,6 +190,11 @@ pub(crate) fn unary(
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
     let name = op.name();
+    if !inplace {
+        if let Some(c) = super::autocast::inputs(name, &[a], site)? {
+            return unary(op, &c[0], false, site);
+        }
+    }
     let compute = if op.is_float_only() && !a.dtype().is_float() {
         DEFAULT_FLOAT
     } else {

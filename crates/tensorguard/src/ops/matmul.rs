@@ -68,6 +68,9 @@ fn matmul_impl(
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
     check_device(op, a, &[("other", b)], site)?;
+    if let Some(c) = super::autocast::inputs(op, &[a, b], site)? {
+        return matmul_impl(op, &c[0], &c[1], site);
+    }
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op,

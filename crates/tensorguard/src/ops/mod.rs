@@ -4,6 +4,7 @@
 //! In-place and out-of-place variants of an op differ only in the output
 //! they pass to `launch`: a fresh tensor, or the tensor written in place.
 
+mod autocast;
 mod copy;
 mod creation;
 mod custom;
@@ -28,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 pub(crate) use crate::device::kernel::{BinaryOp, Kernel, ReduceOp, UnaryOp};
-pub use creation::{manual_seed, Generator};
+pub use creation::{default_generator, manual_seed, Generator, GeneratorState};
 pub use elementwise::Operand;
 pub(crate) use transfer::{read_to_host, transfer_into};
 

@@ -73,6 +73,9 @@ fn reduce_named(
     keepdim: bool,
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
+    if let Some(c) = super::autocast::inputs(name, &[a], site)? {
+        return reduce_named(op, name, &c[0], dims, keepdim, site);
+    }
     let full = dims.is_empty();
     let mut dims = if full {
         (0..a.ndim()).collect()
@@ -388,6 +391,9 @@ fn softmax_impl(
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
     let name = if log { "log_softmax" } else { "softmax" };
+    if let Some(c) = super::autocast::inputs(name, &[a], site)? {
+        return softmax_impl(&c[0], dim, log, site);
+    }
     float_only(name, a)?;
     let d = norm_dim(name, dim, a.ndim())?;
     let out = Tensor::uninit(a.shape(), a.dtype(), &a.device(), site)?;
