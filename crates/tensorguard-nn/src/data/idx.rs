@@ -164,7 +164,7 @@ pub fn load(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Tensor
     }
     let shape = [1, x.dims[1], x.dims[2]];
     let labels: Vec<i64> = y.data.iter().map(|&b| b as i64).collect();
-    TensorDataset::from_u8(x.data, &shape, labels, 1.0 / 255.0)
+    TensorDataset::from_u8(x.data, &shape, labels, 255.0)
 }
 
 /// Fashion-MNIST from `dir` (e.g. [`FASHION_MNIST_DEFAULT_DIR`]): the
