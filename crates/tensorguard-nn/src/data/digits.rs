@@ -27,7 +27,11 @@ pub fn digits() -> Result<(TensorDataset, TensorDataset)> {
         delimiter: b',',
         scale: 1.0 / 16.0,
     };
-    let all = csv::from_reader("digits.csv.gz (shipped with tensorguard-nn)", DIGITS_CSV_GZ, &opts)?;
+    let all = csv::from_reader(
+        "digits.csv.gz (shipped with tensorguard-nn)",
+        DIGITS_CSV_GZ,
+        &opts,
+    )?;
     let mut rng = SplitMix64::new(SPLIT_SEED);
     let (mut train, mut test) = (Vec::new(), Vec::new());
     for class in 0..10 {

@@ -21,16 +21,7 @@ enum Values {
 ///
 /// Cloning is cheap (the values are shared).
 ///
-/// ```
-/// use tensorguard_nn::data::{Dataset, TensorDataset};
-/// use tensorguard_nn::tensorguard::{Device, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let x = Tensor::arange(0, 6, &Device::Cpu)?.view([3, 2])?;
-/// let y = Tensor::from_vec(vec![0i64, 1, 0], [3], &Device::Cpu)?;
-/// let ds = TensorDataset::new(&x, &y)?;
-/// assert_eq!(ds.get(1)?, (vec![2.0, 3.0], 1));
-/// # Ok(()) }
-/// ```
+/// See the [module](super) for an example.
 #[derive(Clone)]
 pub struct TensorDataset {
     values: Values,
@@ -311,17 +302,6 @@ impl DeviceDataset {
     /// when `shuffle`, else `0..N`) is uploaded once, without blocking, and
     /// each batch is an `index_select` of a slice of it. The epoch's only
     /// host → device copy is that order (8 bytes per example).
-    ///
-    /// ```
-    /// use tensorguard_nn::data::{self, Dataset};
-    /// use tensorguard_nn::tensorguard::Device;
-    /// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-    /// let (train, _) = data::digits()?;
-    /// let on_dev = train.to_device(&Device::Cpu)?; // `emu:0` / `cuda:0` alike
-    /// let n: usize = on_dev.batches(100, true, 7, 0, false)?.map(|b| b.map(|(x, _)| x.shape()[0])).sum::<tensorguard_nn::tensorguard::Result<_>>()?;
-    /// assert_eq!(n, train.len());
-    /// # Ok(()) }
-    /// ```
     #[track_caller]
     pub fn batches(
         &self,
