@@ -322,9 +322,20 @@ fn prefetch_epoch(dev: &Device, pin_memory: bool, num_workers: usize) -> Result<
     let (copies0, syncs0) = (transfer::stats_for(dev), transfer::sync_stats_for(dev));
     let total = Tensor::zeros([], DType::F32, dev)?;
     let mut batches = Vec::new();
-    for b in loader.epoch(5)? {
+    for (k, b) in loader.epoch(5)?.enumerate() {
         let (x, y) = b?;
         assert_eq!((x.device(), y.device()), (*dev, *dev));
+        // when batch k is handed out, batch k+1's copies are already queued
+        let queued = transfer::stats_for(dev)
+            .since(&copies0)
+            .host_to_device
+            .total
+            .copies;
+        assert_eq!(
+            queued,
+            2 * (k as u64 + 2).min(loader.len() as u64),
+            "batch {k}"
+        );
         total.add_(&x.sum()?)?; // "compute" on the batch, on the device
         batches.push((x, y));
     }
