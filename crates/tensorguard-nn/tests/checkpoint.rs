@@ -134,6 +134,19 @@ fn round_trip_from_and_to_an_emulated_device() -> Result<()> {
         assert_same(&sd, &back)?;
         let on_cpu = checkpoint::load(&path, &Device::Cpu)?;
         assert_same(&sd, &on_cpu)?;
+        // a model on the device loads onto its own device
+        let model = Linear::new(3, 2, true, &Device::Cpu)?;
+        let model_path = dir.join("model.safetensors");
+        checkpoint::save(&model_path, &model.state_dict())?;
+        let mut on_dev = Linear::new(3, 2, true, &dev)?;
+        let loaded = checkpoint::load_into(&model_path, &mut on_dev)?;
+        assert!(loaded.iter().all(|(_, t)| t.device() == dev));
+        let w = on_dev.state_dict();
+        assert_eq!(w.get("weight").unwrap().device(), dev);
+        assert_eq!(
+            w.get("weight").unwrap().to_vec2::<f32>()?,
+            model.state_dict().get("weight").unwrap().to_vec2::<f32>()?
+        );
     }
     device::synchronize(&dev)?;
     assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
