@@ -78,8 +78,14 @@ fn to_host_bytes(t: &Tensor) -> Result<HostBytes> {
     let (dtype, data) = match t.dtype() {
         DType::F32 => (Dtype::F32, le_bytes(t.to_vec::<f32>()?, f32::to_le_bytes)),
         DType::F64 => (Dtype::F64, le_bytes(t.to_vec::<f64>()?, f64::to_le_bytes)),
-        DType::F16 => (Dtype::F16, le_bytes(t.to_vec::<f16>()?, |x| x.to_bits().to_le_bytes())),
-        DType::BF16 => (Dtype::BF16, le_bytes(t.to_vec::<bf16>()?, |x| x.to_bits().to_le_bytes())),
+        DType::F16 => (
+            Dtype::F16,
+            le_bytes(t.to_vec::<f16>()?, |x| x.to_bits().to_le_bytes()),
+        ),
+        DType::BF16 => (
+            Dtype::BF16,
+            le_bytes(t.to_vec::<bf16>()?, |x| x.to_bits().to_le_bytes()),
+        ),
         DType::I64 => (Dtype::I64, le_bytes(t.to_vec::<i64>()?, i64::to_le_bytes)),
         DType::I32 => (Dtype::I32, le_bytes(t.to_vec::<i32>()?, i32::to_le_bytes)),
         DType::U8 => (Dtype::U8, t.to_vec::<u8>()?),
@@ -101,10 +107,7 @@ pub fn save(path: impl AsRef<Path>, sd: &StateDict) -> Result<()> {
     for (name, t) in sd.iter() {
         let bytes = to_host_bytes(t).map_err(|e| Error::InvalidArgument {
             op: "checkpoint::save",
-            message: format!(
-                "cannot save the tensor `{name}` to {}: {e}",
-                path.display()
-            ),
+            message: format!("cannot save the tensor `{name}` to {}: {e}", path.display()),
         })?;
         tensors.push((name.to_string(), bytes));
     }
@@ -114,26 +117,32 @@ pub fn save(path: impl AsRef<Path>, sd: &StateDict) -> Result<()> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     });
-    let buf = safetensors::tensor::serialize(tensors.iter().map(|(n, b)| (n.as_str(), b)), metadata)
-        .map_err(|e| Error::InvalidArgument {
-            op: "checkpoint::save",
-            message: format!("cannot encode the checkpoint {}: {e}.", path.display()),
-        })?;
+    let buf =
+        safetensors::tensor::serialize(tensors.iter().map(|(n, b)| (n.as_str(), b)), metadata)
+            .map_err(|e| Error::InvalidArgument {
+                op: "checkpoint::save",
+                message: format!("cannot encode the checkpoint {}: {e}.", path.display()),
+            })?;
     write_atomically(path, &buf)
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let io = |what: &str, e: std::io::Error| Error::InvalidArgument {
+    let io = |what: &str, e: std::io::Error| {
+        Error::InvalidArgument {
         op: "checkpoint::save",
         message: format!(
             "cannot write the checkpoint {}: {what} failed: {e}. Check that the directory exists, is writable and has space.",
             path.display()
         ),
+    }
     };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| io("naming it", std::io::Error::other("the path has no file name")))?;
+    let file_name = path.file_name().ok_or_else(|| {
+        io(
+            "naming it",
+            std::io::Error::other("the path has no file name"),
+        )
+    })?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let tmp_name = format!(
         ".{}.tmp-{}-{}",
@@ -143,7 +152,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     );
     let tmp: PathBuf = dir.map_or_else(|| PathBuf::from(&tmp_name), |d| d.join(&tmp_name));
     let result = (|| {
-        let mut f = std::fs::File::create_new(&tmp).map_err(|e| io("creating a temporary file", e))?;
+        let mut f =
+            std::fs::File::create_new(&tmp).map_err(|e| io("creating a temporary file", e))?;
         f.write_all(bytes).map_err(|e| io("writing", e))?;
         f.sync_all().map_err(|e| io("flushing to disk", e))?;
         drop(f);
@@ -194,7 +204,10 @@ fn from_le<T: tensorguard::Element, const N: usize>(
 pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<StateDict> {
     let path = path.as_ref();
     let buf = std::fs::read(path).map_err(|e| {
-        load_error(path, format!("reading it failed: {e}. Check the path (was the checkpoint saved?)."))
+        load_error(
+            path,
+            format!("reading it failed: {e}. Check the path (was the checkpoint saved?)."),
+        )
     })?;
     let corrupt = |e: safetensors::SafeTensorError| {
         load_error(
@@ -247,7 +260,8 @@ pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<StateDict> {
         sd.insert(name, t);
     }
     if let Some(m) = meta.metadata() {
-        sd.metadata.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+        sd.metadata
+            .extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     Ok(sd)
 }
@@ -264,7 +278,11 @@ pub fn load_into<M: Module + ?Sized>(path: impl AsRef<Path>, module: &mut M) -> 
     let sd = load(path, &device)?;
     let mismatch = |what: String| Error::InvalidArgument {
         op: "checkpoint::load_into",
-        message: format!("the checkpoint {} does not fit {}: {what}", path.display(), module.describe()),
+        message: format!(
+            "the checkpoint {} does not fit {}: {what}",
+            path.display(),
+            module.describe()
+        ),
     };
     for (name, t) in mine.iter() {
         let Some(f) = sd.get(name) else {

@@ -37,30 +37,58 @@ fn message(e: &Error) -> String {
 /// A state dict with every dtype, on `dev`.
 fn all_dtypes(dev: &Device) -> Result<StateDict> {
     let mut sd = StateDict::new();
-    sd.insert("f32", Tensor::from_vec(vec![1.5f32, -2.0, 3.25, 0.0, 1e-8, -7.0], [2, 3], dev)?);
-    sd.insert("f64", Tensor::from_vec(vec![std::f64::consts::PI, -1e300], [2], dev)?);
-    sd.insert("f16", Tensor::from_vec(vec![f16::from_f32(0.5), f16::from_f32(-65504.0)], [2], dev)?);
-    sd.insert("bf16", Tensor::from_vec(vec![bf16::from_f32(1.0e30), bf16::from_f32(-0.125)], [1, 2], dev)?);
-    sd.insert("i64", Tensor::from_vec(vec![i64::MIN, 0, i64::MAX], [3], dev)?);
+    sd.insert(
+        "f32",
+        Tensor::from_vec(vec![1.5f32, -2.0, 3.25, 0.0, 1e-8, -7.0], [2, 3], dev)?,
+    );
+    sd.insert(
+        "f64",
+        Tensor::from_vec(vec![std::f64::consts::PI, -1e300], [2], dev)?,
+    );
+    sd.insert(
+        "f16",
+        Tensor::from_vec(vec![f16::from_f32(0.5), f16::from_f32(-65504.0)], [2], dev)?,
+    );
+    sd.insert(
+        "bf16",
+        Tensor::from_vec(
+            vec![bf16::from_f32(1.0e30), bf16::from_f32(-0.125)],
+            [1, 2],
+            dev,
+        )?,
+    );
+    sd.insert(
+        "i64",
+        Tensor::from_vec(vec![i64::MIN, 0, i64::MAX], [3], dev)?,
+    );
     sd.insert("i32", Tensor::from_vec(vec![i32::MIN, 42], [2, 1], dev)?);
     sd.insert("u8", Tensor::from_vec(vec![0u8, 255, 7], [3], dev)?);
-    sd.insert("bool", Tensor::from_vec(vec![true, false, true, true], [2, 2], dev)?);
+    sd.insert(
+        "bool",
+        Tensor::from_vec(vec![true, false, true, true], [2, 2], dev)?,
+    );
     sd.insert("scalar", Tensor::scalar(2.5f32, dev)?);
     // a non-contiguous view is saved as its values
     let t = Tensor::arange(0, 6, dev)?.view([2, 3])?.transpose(0, 1)?;
     sd.insert("transposed", t);
     sd.metadata.insert("step".into(), "1234".into());
-    sd.metadata.insert("note".into(), "épreuve, with \"quotes\"".into());
+    sd.metadata
+        .insert("note".into(), "épreuve, with \"quotes\"".into());
     Ok(sd)
 }
 
 fn assert_same(a: &StateDict, b: &StateDict) -> Result<()> {
     assert_eq!(a.len(), b.len());
     for (name, t) in a.iter() {
-        let u = b.get(name).unwrap_or_else(|| panic!("`{name}` is missing after the round trip"));
+        let u = b
+            .get(name)
+            .unwrap_or_else(|| panic!("`{name}` is missing after the round trip"));
         assert_eq!((t.shape(), t.dtype()), (u.shape(), u.dtype()), "{name}");
         // compare exactly, through f64 (every value here is exact in f64)
-        let (x, y) = (t.to_dtype(DType::F64)?.to_vec::<f64>()?, u.to_dtype(DType::F64)?.to_vec::<f64>()?);
+        let (x, y) = (
+            t.to_dtype(DType::F64)?.to_vec::<f64>()?,
+            u.to_dtype(DType::F64)?.to_vec::<f64>()?,
+        );
         assert_eq!(x, y, "{name}");
     }
     assert_eq!(a.metadata, b.metadata);
@@ -75,12 +103,20 @@ fn round_trip_every_dtype_on_the_cpu() -> Result<()> {
     checkpoint::save(&path, &sd)?;
     let back = checkpoint::load(&path, &Device::Cpu)?;
     assert_same(&sd, &back)?;
-    assert_eq!(back.get("transposed").unwrap().to_vec2::<i64>()?, vec![vec![0, 3], vec![1, 4], vec![2, 5]]);
+    assert_eq!(
+        back.get("transposed").unwrap().to_vec2::<i64>()?,
+        vec![vec![0, 3], vec![1, 4], vec![2, 5]]
+    );
     // the temporary file of the atomic write is gone: only the checkpoint is left
-    let names: Vec<_> = std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.file_name())).collect::<std::io::Result<_>>()?;
+    let names: Vec<_> = std::fs::read_dir(&dir)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<std::io::Result<_>>()?;
     assert_eq!(names, vec![std::ffi::OsString::from("all.safetensors")]);
     // kept for a manual check with Python's loader (see tests/fixtures/make_fixture.py)
-    std::fs::copy(&path, std::env::temp_dir().join("tensorguard-nn-all-dtypes.safetensors"))?;
+    std::fs::copy(
+        &path,
+        std::env::temp_dir().join("tensorguard-nn-all-dtypes.safetensors"),
+    )?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
@@ -98,6 +134,19 @@ fn round_trip_from_and_to_an_emulated_device() -> Result<()> {
         assert_same(&sd, &back)?;
         let on_cpu = checkpoint::load(&path, &Device::Cpu)?;
         assert_same(&sd, &on_cpu)?;
+        // a model on the device loads onto its own device
+        let model = Linear::new(3, 2, true, &Device::Cpu)?;
+        let model_path = dir.join("model.safetensors");
+        checkpoint::save(&model_path, &model.state_dict())?;
+        let mut on_dev = Linear::new(3, 2, true, &dev)?;
+        let loaded = checkpoint::load_into(&model_path, &mut on_dev)?;
+        assert!(loaded.iter().all(|(_, t)| t.device() == dev));
+        let w = on_dev.state_dict();
+        assert_eq!(w.get("weight").unwrap().device(), dev);
+        assert_eq!(
+            w.get("weight").unwrap().to_vec2::<f32>()?,
+            model.state_dict().get("weight").unwrap().to_vec2::<f32>()?
+        );
     }
     device::synchronize(&dev)?;
     assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
@@ -107,21 +156,34 @@ fn round_trip_from_and_to_an_emulated_device() -> Result<()> {
 
 #[test]
 fn reads_a_file_written_by_python_safetensors() -> Result<()> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python_written.safetensors");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python_written.safetensors");
     let sd = checkpoint::load(&path, &Device::Cpu)?;
     assert_eq!(sd.len(), 8);
     assert_eq!(sd.metadata.get("step").map(String::as_str), Some("12"));
     assert_eq!(sd.metadata.get("format").map(String::as_str), Some("pt"));
     let get = |n: &str| sd.get(n).unwrap_or_else(|| panic!("no `{n}`"));
-    assert_eq!(get("layer.weight").to_vec2::<f32>()?, vec![vec![0.0, 0.25, 0.5], vec![0.75, 1.0, 1.25]]);
+    assert_eq!(
+        get("layer.weight").to_vec2::<f32>()?,
+        vec![vec![0.0, 0.25, 0.5], vec![0.75, 1.0, 1.25]]
+    );
     assert_eq!(get("layer.bias").to_vec::<f64>()?, vec![-1.5, 2.25]);
     assert_eq!(get("half").dtype(), DType::F16);
-    assert_eq!(get("half").to_dtype(DType::F32)?.to_vec::<f32>()?, vec![0.5, -2.0, 65504.0]);
-    assert_eq!(get("steps").to_vec2::<i64>()?, vec![vec![1, -2], vec![3, 1 << 40]]);
+    assert_eq!(
+        get("half").to_dtype(DType::F32)?.to_vec::<f32>()?,
+        vec![0.5, -2.0, 65504.0]
+    );
+    assert_eq!(
+        get("steps").to_vec2::<i64>()?,
+        vec![vec![1, -2], vec![3, 1 << 40]]
+    );
     assert_eq!(get("counts").to_vec::<i32>()?, vec![7, -8]);
     assert_eq!(get("pixels").to_vec::<u8>()?, vec![0, 128, 255]);
     assert_eq!(get("mask").to_vec::<bool>()?, vec![true, false, true]);
-    assert_eq!((get("scalar").ndim(), get("scalar").item::<f32>()?), (0, 3.5));
+    assert_eq!(
+        (get("scalar").ndim(), get("scalar").item::<f32>()?),
+        (0, 3.5)
+    );
     Ok(())
 }
 
@@ -139,15 +201,25 @@ fn a_model_round_trips_and_overwrites_atomically() -> Result<()> {
     let loaded = checkpoint::load_into(&path, &mut fresh)?;
     assert_eq!(loaded.metadata["epoch"], "2");
     for (n, t) in model.state_dict().iter() {
-        assert_eq!(fresh.state_dict().get(n).unwrap().to_vec::<f32>()?, t.to_vec::<f32>()?, "{n}");
+        assert_eq!(
+            fresh.state_dict().get(n).unwrap().to_vec::<f32>()?,
+            t.to_vec::<f32>()?,
+            "{n}"
+        );
     }
     // a file of another model: the missing tensor is named with the file
     let mut no_bias = Linear::new(5, 3, false, &Device::Cpu)?;
     checkpoint::save(dir.join("no_bias.safetensors"), &no_bias.state_dict())?;
     let e = checkpoint::load_into(dir.join("no_bias.safetensors"), &mut fresh).unwrap_err();
-    assert!(message(&e).contains("no_bias.safetensors") && message(&e).contains("no tensor `bias`"), "{e}");
+    assert!(
+        message(&e).contains("no_bias.safetensors") && message(&e).contains("no tensor `bias`"),
+        "{e}"
+    );
     let e = checkpoint::load_into(&path, &mut no_bias).unwrap_err();
-    assert!(message(&e).contains("model.safetensors") && message(&e).contains("`bias`"), "{e}");
+    assert!(
+        message(&e).contains("model.safetensors") && message(&e).contains("`bias`"),
+        "{e}"
+    );
     // a wrong dtype is named with both dtypes
     let mut half = StateDict::new();
     for (n, t) in model.state_dict().iter() {
@@ -155,7 +227,10 @@ fn a_model_round_trips_and_overwrites_atomically() -> Result<()> {
     }
     checkpoint::save(dir.join("half.safetensors"), &half)?;
     let e = checkpoint::load_into(dir.join("half.safetensors"), &mut fresh).unwrap_err();
-    assert!(message(&e).contains("`weight` is float16 in the file but float32"), "{e}");
+    assert!(
+        message(&e).contains("`weight` is float16 in the file but float32"),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
@@ -170,11 +245,17 @@ fn corrupted_and_truncated_files_are_errors_naming_the_file() -> Result<()> {
     let truncated = dir.join("truncated.safetensors");
     std::fs::write(&truncated, &bytes[..bytes.len() - 3])?;
     let e = checkpoint::load(&truncated, &Device::Cpu).unwrap_err();
-    assert!(message(&e).contains("truncated.safetensors") && message(&e).contains("not a valid safetensors file"), "{e}");
+    assert!(
+        message(&e).contains("truncated.safetensors")
+            && message(&e).contains("not a valid safetensors file"),
+        "{e}"
+    );
 
     let tiny = dir.join("tiny.safetensors");
     std::fs::write(&tiny, &bytes[..5])?;
-    assert!(message(&checkpoint::load(&tiny, &Device::Cpu).unwrap_err()).contains("tiny.safetensors"));
+    assert!(
+        message(&checkpoint::load(&tiny, &Device::Cpu).unwrap_err()).contains("tiny.safetensors")
+    );
 
     let mut garbled = bytes.clone();
     garbled[10] = b'#'; // inside the JSON header
@@ -197,7 +278,10 @@ fn corrupted_and_truncated_files_are_errors_naming_the_file() -> Result<()> {
     *b.last_mut().unwrap() = 2;
     std::fs::write(&corrupt, &b)?;
     let e = checkpoint::load(&corrupt, &Device::Cpu).unwrap_err();
-    assert!(message(&e).contains("`flag`") && message(&e).contains("corrupt.safetensors"), "{e}");
+    assert!(
+        message(&e).contains("`flag`") && message(&e).contains("corrupt.safetensors"),
+        "{e}"
+    );
 
     let e = checkpoint::load(dir.join("absent.safetensors"), &Device::Cpu).unwrap_err();
     assert!(message(&e).contains("absent.safetensors"), "{e}");
@@ -207,7 +291,11 @@ fn corrupted_and_truncated_files_are_errors_naming_the_file() -> Result<()> {
 
 /// A safetensors file with one tensor of `dtype`, written by hand.
 fn raw_file(name: &str, dtype: &str, data: &[u8]) -> Vec<u8> {
-    let header = format!(r#"{{"{name}":{{"dtype":"{dtype}","shape":[{}],"data_offsets":[0,{}]}}}}"#, data.len() / 2, data.len());
+    let header = format!(
+        r#"{{"{name}":{{"dtype":"{dtype}","shape":[{}],"data_offsets":[0,{}]}}}}"#,
+        data.len() / 2,
+        data.len()
+    );
     let mut h = header.into_bytes();
     while h.len() % 8 != 0 {
         h.push(b' ');
@@ -225,11 +313,20 @@ fn a_dtype_tensorguard_lacks_is_an_error_naming_the_tensor() -> Result<()> {
     std::fs::write(&path, raw_file("counts", "I16", &[1, 0, 2, 0]))?;
     let e = checkpoint::load(&path, &Device::Cpu).unwrap_err();
     let m = message(&e);
-    assert!(m.contains("int16.safetensors") && m.contains("`counts`") && m.contains("I16"), "{m}");
+    assert!(
+        m.contains("int16.safetensors") && m.contains("`counts`") && m.contains("I16"),
+        "{m}"
+    );
     // the same layout with a dtype it has loads
     std::fs::write(&path, raw_file("counts", "F16", &[0, 0x3c, 0, 0x40]))?;
     let sd = checkpoint::load(&path, &Device::Cpu)?;
-    assert_eq!(sd.get("counts").unwrap().to_dtype(DType::F32)?.to_vec::<f32>()?, vec![1.0, 2.0]);
+    assert_eq!(
+        sd.get("counts")
+            .unwrap()
+            .to_dtype(DType::F32)?
+            .to_vec::<f32>()?,
+        vec![1.0, 2.0]
+    );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -134,7 +134,13 @@ pub fn from_reader(name: &str, reader: impl Read, opts: &CsvOptions) -> Result<T
             }
         }
     }
-    let cols = columns.ok_or_else(|| bad(name, "it holds no data rows".to_string(), "Is it the right file?"))?;
+    let cols = columns.ok_or_else(|| {
+        bad(
+            name,
+            "it holds no data rows".to_string(),
+            "Is it the right file?",
+        )
+    })?;
     if cols < 2 {
         return Err(bad(
             name,

@@ -16,7 +16,7 @@ const SPLIT_SEED: u64 = 0x5EED_D161_7500;
 /// scikit-learn's handwritten digits (8x8 images, 10 classes, 1797
 /// examples) split into train (80%) and test (20%) sets, stratified: each
 /// class is split 80/20 by a fixed seeded shuffle, so the split is the same
-/// on every run and machine (1437 train, 360 test). Features are `[64]`,
+/// on every run and machine (1438 train, 359 test). Features are `[64]`,
 /// scaled to `[0, 1]` (`/ 16`); labels `0..10`.
 ///
 /// No file is read: the data is compiled into the crate.
@@ -27,7 +27,11 @@ pub fn digits() -> Result<(TensorDataset, TensorDataset)> {
         delimiter: b',',
         scale: 1.0 / 16.0,
     };
-    let all = csv::from_reader("digits.csv.gz (shipped with tensorguard-nn)", DIGITS_CSV_GZ, &opts)?;
+    let all = csv::from_reader(
+        "digits.csv.gz (shipped with tensorguard-nn)",
+        DIGITS_CSV_GZ,
+        &opts,
+    )?;
     let mut rng = SplitMix64::new(SPLIT_SEED);
     let (mut train, mut test) = (Vec::new(), Vec::new());
     for class in 0..10 {

@@ -72,7 +72,13 @@ pub fn read(path: impl AsRef<Path>) -> Result<IdxArray> {
 /// Parse the bytes of an IDX file (`path` is used in errors).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<IdxArray> {
     if bytes.len() < 4 {
-        return Err(idx_error(path, format_args!("it has {} bytes, fewer than the 4 of the magic number", bytes.len())));
+        return Err(idx_error(
+            path,
+            format_args!(
+                "it has {} bytes, fewer than the 4 of the magic number",
+                bytes.len()
+            ),
+        ));
     }
     if bytes[0] != 0 || bytes[1] != 0 {
         return Err(idx_error(
@@ -100,7 +106,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<IdxArray> {
     if bytes.len() < header {
         return Err(idx_error(
             path,
-            format_args!("it declares {ndim} dimensions but ends after {} bytes, inside the header", bytes.len()),
+            format_args!(
+                "it declares {ndim} dimensions but ends after {} bytes, inside the header",
+                bytes.len()
+            ),
         ));
     }
     let dims: Vec<usize> = bytes[4..header]
@@ -114,16 +123,26 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<IdxArray> {
         Some(n) if n > have => {
             return Err(idx_error(
                 path,
-                format_args!("its header says {dims:?} = {n} values, but only {have} follow (truncated)"),
+                format_args!(
+                    "its header says {dims:?} = {n} values, but only {have} follow (truncated)"
+                ),
             ))
         }
         Some(n) => {
             return Err(idx_error(
                 path,
-                format_args!("its header says {dims:?} = {n} values, but {have} follow ({} bytes too many)", have - n),
+                format_args!(
+                    "its header says {dims:?} = {n} values, but {have} follow ({} bytes too many)",
+                    have - n
+                ),
             ))
         }
-        None => return Err(idx_error(path, format_args!("its dimensions {dims:?} overflow"))),
+        None => {
+            return Err(idx_error(
+                path,
+                format_args!("its dimensions {dims:?} overflow"),
+            ))
+        }
     }
     Ok(IdxArray {
         dims,
@@ -141,7 +160,10 @@ pub fn load(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Tensor
     if x.dims.len() != 3 {
         return Err(idx_error(
             images,
-            format_args!("an images file has 3 dimensions [N, rows, cols], this one {:?}", x.dims),
+            format_args!(
+                "an images file has 3 dimensions [N, rows, cols], this one {:?}",
+                x.dims
+            ),
         ));
     }
     if y.dims.len() != 1 {
@@ -164,7 +186,7 @@ pub fn load(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Tensor
     }
     let shape = [1, x.dims[1], x.dims[2]];
     let labels: Vec<i64> = y.data.iter().map(|&b| b as i64).collect();
-    TensorDataset::from_u8(x.data, &shape, labels, 1.0 / 255.0)
+    TensorDataset::from_u8(x.data, &shape, labels, 255.0)
 }
 
 /// Fashion-MNIST from `dir` (e.g. [`FASHION_MNIST_DEFAULT_DIR`]): the
@@ -191,7 +213,13 @@ pub fn fashion_mnist(dir: &Path) -> Result<(TensorDataset, TensorDataset)> {
             })
         }
     };
-    let train = load(find("train-images-idx3-ubyte")?, find("train-labels-idx1-ubyte")?)?;
-    let test = load(find("t10k-images-idx3-ubyte")?, find("t10k-labels-idx1-ubyte")?)?;
+    let train = load(
+        find("train-images-idx3-ubyte")?,
+        find("train-labels-idx1-ubyte")?,
+    )?;
+    let test = load(
+        find("t10k-images-idx3-ubyte")?,
+        find("t10k-labels-idx1-ubyte")?,
+    )?;
     Ok((train, test))
 }

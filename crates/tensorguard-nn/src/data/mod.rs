@@ -9,7 +9,7 @@
 //! prefetches them to a device on a side stream.
 //!
 //! ```
-//! use tensorguard_nn::data::{self, DataLoader, LoaderOptions};
+//! use tensorguard_nn::data::{self, DataLoader, Dataset, LoaderOptions};
 //! # fn main() -> tensorguard_nn::tensorguard::Result<()> {
 //! let (train, test) = data::digits()?;
 //! assert_eq!((train.len() + test.len(), train.feature_shape()), (1797, &[64][..]));
@@ -193,7 +193,9 @@ pub fn shuffled_order(len: usize, seed: u64, epoch: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..len).collect();
     // mix the epoch in through one generator step so nearby seeds and
     // epochs give unrelated streams
-    let mut rng = SplitMix64::new(SplitMix64::new(seed).next_u64() ^ epoch.wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    let mut rng = SplitMix64::new(
+        SplitMix64::new(seed).next_u64() ^ epoch.wrapping_mul(0xD6E8_FEB8_6659_FD93),
+    );
     rng.shuffle(&mut order);
     order
 }

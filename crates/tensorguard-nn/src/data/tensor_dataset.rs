@@ -8,12 +8,12 @@ use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use super::{check_batch_buffers, check_index, shuffled_order, Dataset};
 
-/// Feature values: `f32`, or bytes scaled on the way out (images stay a
+/// Feature values: `f32`, or bytes divided on the way out (images stay a
 /// quarter of the size in memory).
 #[derive(Clone)]
 enum Values {
     F32(Arc<[f32]>),
-    U8 { data: Arc<[u8]>, scale: f32 },
+    U8 { data: Arc<[u8]>, divisor: f32 },
 }
 
 /// Examples in host memory: features `[N, ...]` and integer labels `[N]`
@@ -21,16 +21,7 @@ enum Values {
 ///
 /// Cloning is cheap (the values are shared).
 ///
-/// ```
-/// use tensorguard_nn::data::{Dataset, TensorDataset};
-/// use tensorguard_nn::tensorguard::{Device, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let x = Tensor::arange(0, 6, &Device::Cpu)?.view([3, 2])?;
-/// let y = Tensor::from_vec(vec![0i64, 1, 0], [3], &Device::Cpu)?;
-/// let ds = TensorDataset::new(&x, &y)?;
-/// assert_eq!(ds.get(1)?, (vec![2.0, 3.0], 1));
-/// # Ok(()) }
-/// ```
+/// See the [module](super) for an example.
 #[derive(Clone)]
 pub struct TensorDataset {
     values: Values,
@@ -98,19 +89,20 @@ impl TensorDataset {
         })
     }
 
-    /// From bytes (images) that read as `byte as f32 * scale` (`1.0 / 255.0`
-    /// for pixels in `[0, 1]`); kept as bytes in memory.
+    /// From bytes (images) that read as `byte as f32 / divisor` (`255.0`
+    /// for pixels in `[0, 1]`, torchvision's `ToTensor`); kept as bytes in
+    /// memory.
     pub fn from_u8(
         features: Vec<u8>,
         feature_shape: &[usize],
         labels: Vec<i64>,
-        scale: f32,
+        divisor: f32,
     ) -> Result<TensorDataset> {
         let feature_len = check_sizes(features.len(), feature_shape, labels.len())?;
         Ok(TensorDataset {
             values: Values::U8 {
                 data: features.into(),
-                scale,
+                divisor,
             },
             labels: labels.into(),
             feature_shape: feature_shape.to_vec(),
@@ -139,12 +131,12 @@ impl TensorDataset {
                     .flat_map(|&i| v[gather(i)].iter().copied())
                     .collect(),
             ),
-            Values::U8 { data, scale } => Values::U8 {
+            Values::U8 { data, divisor } => Values::U8 {
                 data: indices
                     .iter()
                     .flat_map(|&i| data[gather(i)].iter().copied())
                     .collect(),
-                scale: *scale,
+                divisor: *divisor,
             },
         };
         Ok(TensorDataset {
@@ -157,7 +149,7 @@ impl TensorDataset {
 
     /// Move every example to `device` once (the "copy the data set to the
     /// GPU once" advice): one upload of the features (as stored: bytes stay
-    /// bytes and are scaled to `f32` there) and one of the labels. Batches
+    /// bytes and are divided into `f32` there) and one of the labels. Batches
     /// are then gathered on the device ([`DeviceDataset::batches`]), so an
     /// epoch copies only its order of examples to the device.
     #[track_caller]
@@ -166,12 +158,28 @@ impl TensorDataset {
         shape.extend_from_slice(&self.feature_shape);
         let features = match &self.values {
             Values::F32(v) => Tensor::from_slice(v, shape.as_slice(), device)?,
-            Values::U8 { data, scale } => Tensor::from_slice(data, shape.as_slice(), device)?
+            Values::U8 { data, divisor } => Tensor::from_slice(data, shape.as_slice(), device)?
                 .to_dtype(DType::F32)?
-                .mul(*scale)?,
+                .div(*divisor)?,
         };
         let labels = Tensor::from_slice(&self.labels, [self.len()], device)?;
         Ok(DeviceDataset { features, labels })
+    }
+}
+
+impl std::fmt::Debug for TensorDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorDataset")
+            .field("len", &self.len())
+            .field("feature_shape", &self.feature_shape)
+            .field(
+                "stored_as",
+                &match self.values {
+                    Values::F32(_) => "f32",
+                    Values::U8 { .. } => "u8",
+                },
+            )
+            .finish()
     }
 }
 
@@ -217,9 +225,9 @@ impl Dataset for TensorDataset {
         let range = index * fl..(index + 1) * fl;
         match &self.values {
             Values::F32(v) => features.copy_from_slice(&v[range]),
-            Values::U8 { data, scale } => {
+            Values::U8 { data, divisor } => {
                 for (o, &b) in features.iter_mut().zip(&data[range]) {
-                    *o = b as f32 * scale;
+                    *o = b as f32 / divisor;
                 }
             }
         }
@@ -248,9 +256,9 @@ impl Dataset for TensorDataset {
             let range = i * fl..(i + 1) * fl;
             match &self.values {
                 Values::F32(v) => out.copy_from_slice(&v[range]),
-                Values::U8 { data, scale } => {
+                Values::U8 { data, divisor } => {
                     for (o, &b) in out.iter_mut().zip(&data[range]) {
-                        *o = b as f32 * scale;
+                        *o = b as f32 / divisor;
                     }
                 }
             }
@@ -262,6 +270,7 @@ impl Dataset for TensorDataset {
 
 /// A data set living on a device ([`TensorDataset::to_device`]): features
 /// `[N, ...]` `f32` and labels `[N]` `i64`, batched there by `index_select`.
+#[derive(Debug)]
 pub struct DeviceDataset {
     features: Tensor,
     labels: Tensor,
@@ -293,17 +302,6 @@ impl DeviceDataset {
     /// when `shuffle`, else `0..N`) is uploaded once, without blocking, and
     /// each batch is an `index_select` of a slice of it. The epoch's only
     /// host → device copy is that order (8 bytes per example).
-    ///
-    /// ```
-    /// use tensorguard_nn::data::{self, Dataset};
-    /// use tensorguard_nn::tensorguard::Device;
-    /// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-    /// let (train, _) = data::digits()?;
-    /// let on_dev = train.to_device(&Device::Cpu)?; // `emu:0` / `cuda:0` alike
-    /// let n: usize = on_dev.batches(100, true, 7, 0, false)?.map(|b| b.map(|(x, _)| x.shape()[0])).sum::<tensorguard_nn::tensorguard::Result<_>>()?;
-    /// assert_eq!(n, train.len());
-    /// # Ok(()) }
-    /// ```
     #[track_caller]
     pub fn batches(
         &self,
