@@ -105,7 +105,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         tg(memory::set_per_process_memory_fraction(f, &dev))?;
     }
     if opts.memory_snapshot.is_some() {
-        tg(memory::record_history(&dev, None))?;
+        tg(memory::record_history(&dev, memory::HistoryOptions::default()))?;
     }
     tensorguard::manual_seed(opts.seed);
     let data = data::load(opts, &dev)?;
@@ -364,7 +364,7 @@ impl Run {
         }
         let rng = unhex(&meta("rng")?).ok_or_else(|| format!("{}: the checkpoint's `rng` metadata is not hex.", path.display()))?;
         let state = tg(tensorguard::GeneratorState::from_bytes(&rng))?;
-        tg(tensorguard::default_generator().set_state(&state))?;
+        tensorguard::default_generator().set_state(&state);
         self.start_epoch = meta("epoch")?
             .parse()
             .map_err(|_| format!("{}: the checkpoint's `epoch` is not a number.", path.display()))?;

@@ -3,14 +3,14 @@
 //! block in backward instead of keeping its activations.
 
 use tensorguard::{Device, Error, Result, Tensor};
-use tensorguard_nn::{Checkpointed, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
+use tensorguard_nn::{Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
 
 /// Which model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelKind {
     /// Fully connected: input -> 256 -> 256 -> classes (ReLU).
     Mlp,
-    /// Two 3x3 conv layers (16 and 32 channels, ReLU, 2x2 max-pool each), then a linear classifier.
+    /// Two 3x3 conv layers (16 and 32 channels, ReLU, 2x2 max-pool each), then 128 hidden units and the classifier.
     Cnn,
 }
 
@@ -48,7 +48,11 @@ impl Net {
                         .add(Conv2d::new(16, 32, 3, 1, 1, true, dev)?)
                         .add(ReLU)
                         .add(MaxPool2d::new(2, None)?),
-                    Sequential::new().add(Flatten::new()).add(Linear::new(32 * h2 * w2, classes, true, dev)?),
+                    Sequential::new()
+                        .add(Flatten::new())
+                        .add(Linear::new(32 * h2 * w2, 128, true, dev)?)
+                        .add(ReLU)
+                        .add(Linear::new(128, classes, true, dev)?),
                 ]
             }
         };
@@ -56,7 +60,7 @@ impl Net {
         let mut seq = Sequential::new();
         for (i, b) in blocks.into_iter().enumerate() {
             if checkpoint && i + 1 < n {
-                seq = seq.add(Checkpointed::new(b));
+                seq = seq.add(b);
             } else {
                 seq = seq.add(b);
             }

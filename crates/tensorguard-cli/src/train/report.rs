@@ -149,6 +149,11 @@ pub(crate) fn progress_bar(len: u64, epoch: u64, of: u64, off: bool) -> Option<P
         return None;
     }
     let bar = ProgressBar::new(len);
+    if bar.is_hidden() {
+        // not a terminal: the per-epoch lines say it all, and reading the
+        // running loss for a bar nobody sees would be a needless sync
+        return None;
+    }
     let style = ProgressStyle::with_template(
         "epoch {prefix} [{bar:30}] {pos}/{len} {per_sec} {msg}",
     )

@@ -1,0 +1,122 @@
+//! `tensorguard train` end to end: the binary on the shipped digits (its
+//! accuracy, its metrics, its ledgers), a resumed run equal to an
+//! uninterrupted one, and its one-line errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tensorguard::{DType, Device};
+use tensorguard_nn::checkpoint;
+
+fn tg(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorguard"))
+        .args(args)
+        .env_remove("TENSORGUARD_EMULATED")
+        .output()
+        .expect("the tensorguard binary runs")
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("train_{name}"));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn metrics(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("metrics written")).expect("metrics are JSON")
+}
+
+#[test]
+fn digits_train_to_high_accuracy_with_no_blocking_copy_and_only_the_syncs_asked_for() {
+    let d = dir("digits");
+    let m = d.join("metrics.json");
+    let epochs = 12;
+    let o = tg(&["train", "--device", "emu:0", "--epochs", &epochs.to_string(), "--metrics-json", m.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("epoch 12/12") && out.contains("test accuracy"), "{out}");
+    let v = metrics(&m);
+    let acc = v["test_accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.95, "digits after {epochs} epochs: {acc}");
+    assert_eq!(v["device"], "emu:0");
+    // the data was copied to the device once, before training: an epoch
+    // (train and test) moves only its order of indices (non-blocking)
+    assert_eq!(v["blocking_host_to_device"], 0, "{out}");
+    assert!(v["host_to_device_bytes"].as_u64().unwrap() <= 8 * (1438 + 359) * epochs, "{v}");
+    // the host waits only where the loop reads a number: the epoch's loss and
+    // accuracy, the test loss and accuracy, and the final synchronize
+    assert_eq!(v["syncs"].as_u64().unwrap(), 4 * epochs + 1, "{out}");
+    assert!(v["peak_device_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["epochs"].as_array().unwrap().len(), epochs as usize);
+    assert!(out.contains("no pitfall warnings"), "{out}");
+}
+
+fn tensors(path: &Path) -> Vec<(String, Vec<f64>)> {
+    let sd = checkpoint::load(path, &Device::Cpu).expect("checkpoint loads");
+    sd.iter()
+        .map(|(n, t)| (n.to_string(), t.to_dtype(DType::F64).and_then(|t| t.to_vec::<f64>()).expect("values")))
+        .collect()
+}
+
+/// Training 2 epochs, saving, and resuming for 2 more is the same run, bit
+/// for bit, as training 4 epochs at once.
+#[test]
+fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
+    let d = dir("resume");
+    let (a, b, c) = (d.join("a.safetensors"), d.join("b.safetensors"), d.join("c.safetensors"));
+    let common = ["train", "--limit", "400", "--optimizer", "adamw", "--seed", "5"];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = common.iter().chain(extra).copied().collect();
+        let o = tg(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        o
+    };
+    run(&["--epochs", "2", "--save", a.to_str().unwrap()]);
+    let o = run(&["--epochs", "4", "--resume", a.to_str().unwrap(), "--save", b.to_str().unwrap()]);
+    assert!(!text(&o).contains("epoch 1/4") && text(&o).contains("epoch 3/4"), "{}", text(&o));
+    run(&["--epochs", "4", "--save", c.to_str().unwrap()]);
+    let (tb, tc) = (tensors(&b), tensors(&c));
+    assert!(tb.iter().any(|(n, _)| n.starts_with("optim.") && n.ends_with(".exp_avg")), "{:?}", tb.iter().map(|t| &t.0).collect::<Vec<_>>());
+    assert_eq!(tb, tc, "resumed and uninterrupted runs differ");
+    let sd = checkpoint::load(&c, &Device::Cpu).unwrap();
+    assert_eq!(sd.metadata["epoch"], "4");
+    // resuming a finished run asks for more epochs; another model is refused
+    let o = tg(&["train", "--limit", "400", "--epochs", "4", "--resume", c.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("--epochs"), "{}", text(&o));
+    let o = tg(&["train", "--model", "cnn", "--epochs", "5", "--resume", c.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("mlp model"), "{}", text(&o));
+}
+
+fn fails_with(args: &[&str], want: &str) {
+    let o = tg(args);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{args:?} succeeded: {}", text(&o));
+    assert!(err.contains(want), "{args:?}: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "one error line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_is_a_one_line_error() {
+    let d = dir("errors");
+    fails_with(&["train", "--dataset", "fashion-mnist", "--data", d.join("nowhere").to_str().unwrap()], "apt-get install dataset-fashion-mnist");
+    fails_with(&["train", "--device", "tpu:0"], "tpu:0");
+    fails_with(&["train", "--memory-fraction", "0"], "--memory-fraction");
+    fails_with(&["train", "--batch-size", "0"], "--batch-size");
+    fails_with(&["train", "--accum-steps", "0"], "--accum-steps");
+    fails_with(&["train", "--lr=-1"], "--lr");
+    let bad = d.join("bad.safetensors");
+    std::fs::write(&bad, b"not a checkpoint").unwrap();
+    fails_with(&["train", "--resume", bad.to_str().unwrap()], "bad.safetensors");
+    // a device too small for the model: out of memory, said in one line
+    fails_with(&["train", "--device", "emu:0", "--memory-fraction", "0.0000001"], "Out of memory");
+}
