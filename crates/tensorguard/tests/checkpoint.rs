@@ -265,3 +265,38 @@ fn checkpointing_lowers_the_peak_of_memory() -> Result<()> {
     common::assert_no_live_memory(&dev);
     Ok(())
 }
+
+fn autocast_state_is_replayed(dev: &Device) -> Result<()> {
+    use tensorguard::autocast::autocast;
+    let x0 = rand(dev, &[4, 8], 11)?;
+    let w = rand(dev, &[8, 3], 12)?.requires_grad(true)?;
+    let x = x0.clone()?.requires_grad(true)?;
+    let loss = {
+        let _amp = autocast(DType::BF16)?;
+        x.matmul(&w)?.pow(2.0)?.sum()?
+    };
+    loss.backward()?;
+    let (gx, gw) = (grad_of(&x), grad_of(&w));
+    w.zero_grad();
+    let x = x0.clone()?.requires_grad(true)?;
+    let wc = w.alias();
+    let loss = {
+        let _amp = autocast(DType::BF16)?;
+        let h = checkpoint(move |xs| xs[0].matmul(&wc), &[&x])?;
+        assert_eq!(h.dtype(), DType::BF16);
+        h.pow(2.0)?.sum()?
+    };
+    // backward outside the region: the recomputation runs under the
+    // forward's autocast, so it makes the same bf16 product
+    loss.backward()?;
+    assert_eq!(x.grad().map(|g| g.dtype()), Some(DType::F32));
+    assert_eq!(grad_of(&x), gx);
+    assert_eq!(grad_of(&w), gw);
+    Ok(())
+}
+test_device!(
+    autocast_state_is_replayed,
+    autocast_state_is_replayed_cpu,
+    autocast_state_is_replayed_emu,
+    autocast_state_is_replayed_cuda
+);
