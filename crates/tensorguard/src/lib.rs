@@ -48,6 +48,7 @@ pub mod memory;
 mod oom_report;
 mod ops;
 pub mod profiler;
+mod random;
 mod shape;
 mod tensor;
 pub mod transfer;
@@ -57,7 +58,8 @@ pub mod warnings;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, Element, Scalar, DEFAULT_FLOAT};
 pub use error::{CudaUnavailable, Error, Result};
-pub use ops::{default_generator, manual_seed, Generator, GeneratorState, Operand};
+pub use ops::Operand;
+pub use random::{default_generator, manual_seed, Generator, GeneratorState};
 pub use shape::{DimList, Shape, ShapeSpec};
 pub use tensor::{SliceRange, Tensor};
 

@@ -233,3 +233,26 @@ fn autocast_on_an_emulated_device_leaves_no_memory() {
     }
     common::assert_no_live_memory(&dev);
 }
+
+#[test]
+fn gradient_accumulation_within_one_region_recasts_consumed_weights() {
+    let w = rand32(&[3, 2], 12).requires_grad(true).unwrap();
+    let x = rand32(&[4, 3], 13);
+    let _amp = autocast(DType::BF16).unwrap();
+    for _ in 0..2 {
+        // the second micro-batch's backward needs a cast node of its own
+        x.matmul(&w).unwrap().sum().unwrap().backward().unwrap();
+    }
+    let once = {
+        let w1 = w.detach().clone().unwrap().requires_grad(true).unwrap();
+        x.matmul(&w1).unwrap().sum().unwrap().backward().unwrap();
+        w1.grad().unwrap().to_vec::<f32>().unwrap()
+    };
+    let twice = w.grad().unwrap().to_vec::<f32>().unwrap();
+    for (t, o) in twice.iter().zip(&once) {
+        assert!(
+            (t - 2.0 * o).abs() <= 1e-2 * o.abs().max(1.0),
+            "{twice:?} vs 2 x {once:?}"
+        );
+    }
+}

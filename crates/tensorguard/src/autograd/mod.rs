@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod checkpoint;
 mod engine;
 pub(crate) mod formulas;
 pub(crate) mod function;
@@ -45,6 +46,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorImpl};
 
+pub use checkpoint::checkpoint;
 pub use function::{
     DeviceLaunch, Function, FunctionCtx, HostElement, HostTensor, HostTensorMut, OutputSpec,
 };
@@ -437,9 +439,16 @@ pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
 
 /// True when an op reading `inputs` must record history.
 pub(crate) fn tracking(inputs: &[&Tensor]) -> bool {
-    inputs.iter().any(|t| t.meta_flag())
-        && is_grad_enabled()
-        && inputs.iter().any(|t| t.is_requires_grad())
+    if !inputs.iter().any(|t| t.meta_flag()) {
+        return false;
+    }
+    if !is_grad_enabled() {
+        // a checkpointed forward runs under no_grad but must know whether
+        // it read anything that requires grad (one thread-local read)
+        checkpoint::probe(inputs);
+        return false;
+    }
+    inputs.iter().any(|t| t.is_requires_grad())
 }
 
 /// Record that `out` was computed from `inputs` by `grad`'s op.

@@ -33,6 +33,7 @@ pub const WARN_AFTER: u64 = 3;
 
 /// A snapshot of what the autograd graph holds (process-wide).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GraphStats {
     /// Graph nodes alive now (each recorded op whose result, or a later
     /// result depending on it, is still reachable).

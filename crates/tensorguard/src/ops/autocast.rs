@@ -78,7 +78,7 @@ pub(crate) fn inputs(
     if ins.iter().all(|t| target(t).is_none()) {
         return Ok(None);
     }
-    let _on = autocast::autocast_disabled();
+    let _off = autocast::autocast_disabled();
     let mut out = SmallVec::new();
     for t in ins {
         out.push(match target(t) {
@@ -126,7 +126,13 @@ fn cached_cast(t: &Tensor, dtype: DType, site: &'static Location<'static>) -> Re
     let hit = CACHE.with(|c| {
         c.borrow().get(&key).and_then(|e| {
             let same = e.src.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &t.0));
-            (same && e.version == t.version()).then(|| e.cast.alias())
+            // a backward without `retain_graph` consumed the cast's node:
+            // cast again (gradient accumulation within one region)
+            let live = e
+                .cast
+                .grad_fn_node()
+                .is_some_and(|n| n.backward.lock().is_some());
+            (same && live && e.version == t.version()).then(|| e.cast.alias())
         })
     });
     if let Some(c) = hit {

@@ -29,7 +29,6 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 pub(crate) use crate::device::kernel::{BinaryOp, Kernel, ReduceOp, UnaryOp};
-pub use creation::{default_generator, manual_seed, Generator, GeneratorState};
 pub use elementwise::Operand;
 pub(crate) use transfer::{read_to_host, transfer_into};
 
