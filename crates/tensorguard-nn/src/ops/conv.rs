@@ -43,7 +43,9 @@ impl Geom {
         if k.0 == 0 || k.1 == 0 {
             return Err(invalid(
                 op,
-                format!("the kernel size {k} has a zero; every kernel dimension must be at least 1."),
+                format!(
+                    "the kernel size {k} has a zero; every kernel dimension must be at least 1."
+                ),
             ));
         }
         if s.0 == 0 || s.1 == 0 {
@@ -104,7 +106,9 @@ impl Geom {
 
     /// The input row of output row `oy` at kernel row `ki`, if inside.
     fn iy(&self, oy: usize, ki: usize) -> Option<usize> {
-        (oy * self.sh + ki).checked_sub(self.ph).filter(|&y| y < self.h)
+        (oy * self.sh + ki)
+            .checked_sub(self.ph)
+            .filter(|&y| y < self.h)
     }
 }
 

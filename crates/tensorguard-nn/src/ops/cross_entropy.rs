@@ -69,21 +69,23 @@ fn ignored(opts: &CrossEntropyOptions, row: usize, t: i64, classes: usize) -> Re
 
 /// The log-sum-exp of a row, computed stably in f64.
 fn logsumexp<T: Real>(row: &[T]) -> f64 {
-    let m = row
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &v| {
-            let v = v.to_f64();
-            if v > m || v.is_nan() {
-                v
-            } else {
-                m
-            }
-        });
+    let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| {
+        let v = v.to_f64();
+        if v > m || v.is_nan() {
+            v
+        } else {
+            m
+        }
+    });
     if m == f64::NEG_INFINITY {
         // an empty or all -inf row: log(0)
         return f64::NEG_INFINITY;
     }
-    m + row.iter().map(|&v| (v.to_f64() - m).exp()).sum::<f64>().ln()
+    m + row
+        .iter()
+        .map(|&v| (v.to_f64() - m).exp())
+        .sum::<f64>()
+        .ln()
 }
 
 /// How many rows count for the mean (those not ignored), checking every
@@ -357,7 +359,11 @@ impl Function for CrossEntropyGrad {
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn cross_entropy(logits: &Tensor, target: &Tensor, opts: CrossEntropyOptions) -> Result<Tensor> {
+pub fn cross_entropy(
+    logits: &Tensor,
+    target: &Tensor,
+    opts: CrossEntropyOptions,
+) -> Result<Tensor> {
     let eps = opts.label_smoothing;
     if !(0.0..=1.0).contains(&eps) {
         return Err(invalid(

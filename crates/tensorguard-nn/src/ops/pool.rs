@@ -30,7 +30,9 @@ impl Geom {
         if k.0 == 0 || k.1 == 0 {
             return Err(invalid(
                 op,
-                format!("the kernel size {k} has a zero; every window dimension must be at least 1."),
+                format!(
+                    "the kernel size {k} has a zero; every window dimension must be at least 1."
+                ),
             ));
         }
         if s.0 == 0 || s.1 == 0 {
@@ -257,7 +259,11 @@ impl Function for MaxPool2dGrad {
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn max_pool2d(x: &Tensor, kernel_size: impl Into<Pair>, stride: impl Into<Pair>) -> Result<Tensor> {
+pub fn max_pool2d(
+    x: &Tensor,
+    kernel_size: impl Into<Pair>,
+    stride: impl Into<Pair>,
+) -> Result<Tensor> {
     const OP: &str = "max_pool2d";
     let (k, s) = (kernel_size.into(), stride.into());
     if x.ndim() == 3 {
