@@ -14,13 +14,6 @@ use super::loss::Reduction;
 
 /// The options of [`cross_entropy`], with PyTorch's defaults
 /// (`reduction='mean'`, `label_smoothing=0.0`, `ignore_index=-100`).
-///
-/// ```
-/// use tensorguard_nn::ops::{CrossEntropyOptions, Reduction};
-/// let opts = CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() };
-/// assert_eq!(opts.reduction, Reduction::Mean);
-/// assert_eq!(opts.ignore_index, Some(-100));
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CrossEntropyOptions {
     /// How the per-row losses are combined.
