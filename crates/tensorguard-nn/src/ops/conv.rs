@@ -16,6 +16,7 @@ use std::panic::Location;
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
 use tensorguard::{DType, Error, Result, Tensor};
 
+use super::channel_bias::add_channel_bias;
 use super::host::{check_float, check_same_dtype, for_each_chunk, invalid, operands, Pair, Real};
 
 /// The geometry of one convolution: input planes, kernel, stride, padding
@@ -315,8 +316,9 @@ impl Function for Col2im {
 /// kernel parallel over the planes), multiplied with the weight by one
 /// [`Tensor::matmul`] (the core's gemm) and viewed as NCHW; the input's
 /// gradient folds the columns' gradient back (`col2im`), the weight's comes
-/// from the matmul's autograd. Strided inputs are copied to contiguous
-/// memory first.
+/// from the matmul's autograd; the bias is one more custom op, whose
+/// gradient is one per-channel sum. Strided inputs are copied to
+/// contiguous memory first.
 ///
 /// ```
 /// use tensorguard_nn::ops::conv2d;
@@ -409,11 +411,12 @@ pub fn conv2d(
         Im2col(g).apply(&[x])?
     };
     let w2 = weight.reshape([c_out, c * kh * kw])?;
-    let y = w2.matmul(&cols)?.view([n, c_out, g.oh, g.ow])?;
-    match bias {
-        Some(b) => y.add(&b.view([c_out, 1, 1])?),
-        None => Ok(y),
-    }
+    let y = w2.matmul(&cols)?;
+    let y = match bias {
+        Some(b) => add_channel_bias(&y, b)?,
+        None => y,
+    };
+    y.view([n, c_out, g.oh, g.ow])
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! arguments.
 
 mod bias_gelu;
+mod channel_bias;
 mod conv;
 mod cross_entropy;
 mod host;
