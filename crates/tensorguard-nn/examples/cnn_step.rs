@@ -3,11 +3,13 @@
 //! conv(1->8, 3, pad 1) -> relu -> maxpool 2 -> conv(8->16, 3, pad 1) ->
 //! relu -> maxpool 2 -> flatten -> linear(784 -> 10).
 //!
-//! `cargo run --release -p tensorguard-nn --example cnn_step [steps]`
+//! `cargo run --release -p tensorguard-nn --example cnn_step [steps]`; with
+//! `CNN_PROFILE=1` it also prints the profiler's table of ten more steps.
 
 use std::time::Instant;
 
 use tensorguard_nn::ops::{cross_entropy, CrossEntropyOptions};
+use tensorguard_nn::tensorguard::profiler::{self, SortBy};
 use tensorguard_nn::tensorguard::{autograd, DType, Device, Result, Tensor};
 use tensorguard_nn::{Conv2d, Flatten, Linear, MaxPool2d, Module};
 
@@ -47,6 +49,21 @@ fn main() -> Result<()> {
         })?;
         loss = l.item::<f32>()?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    if std::env::var_os("CNN_PROFILE").is_some() {
+        let ((), prof) = profiler::profile(Default::default(), || {
+            for _ in 0..10 {
+                let h = pool.forward(&c1.forward(&x)?.relu()?)?;
+                let h = pool.forward(&c2.forward(&h)?.relu()?)?;
+                let logits = fc.forward(&Flatten.forward(&h)?)?;
+                cross_entropy(&logits, &target, CrossEntropyOptions::default())?.backward()?;
+            }
+            Ok(())
+        })?;
+        println!(
+            "{}",
+            prof.key_averages().table(SortBy::SelfCpuTimeTotal, 25)
+        );
     }
     times.sort_by(f64::total_cmp);
     println!(
