@@ -443,6 +443,13 @@ fn wrong_arguments_are_errors_with_a_message() -> Result<()> {
         "conv2d",
         "smaller than the kernel (8, 8)",
     );
+    message(
+        conv2d(&x, &w, None, 1, usize::MAX).unwrap_err(),
+        "conv2d",
+        "too large",
+    );
+    // a padding that fits but whose columns cannot be allocated
+    assert!(conv2d(&x, &w, None, 1, 1 << 20).is_err());
     let dev = emu();
     let _one = lock_emu();
     let we = w.to(&dev)?;

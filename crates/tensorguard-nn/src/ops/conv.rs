@@ -55,7 +55,13 @@ impl Geom {
                 format!("the stride {s} has a zero; a stride must be at least 1 (1 visits every position)."),
             ));
         }
-        let (hp, wp) = (h + 2 * p.0, w + 2 * p.1);
+        let padded = |n: usize, p: usize| p.checked_mul(2).and_then(|p2| n.checked_add(p2));
+        let (Some(hp), Some(wp)) = (padded(h, p.0), padded(w, p.1)) else {
+            return Err(invalid(
+                op,
+                format!("the padding {p} is too large: the padded input size overflows. Use a padding below the input's size."),
+            ));
+        };
         if hp < k.0 || wp < k.1 {
             return Err(invalid(
                 op,
