@@ -103,25 +103,29 @@ fn forward_typed<T: Real>(
     let c = logits.shape()[1];
     let eps = opts.label_smoothing;
     let count = counted(opts, target, c)?;
-    let out = out.contiguous_mut::<T>()?;
-    let mut total = 0.0f64;
-    for (i, &t) in target.iter().enumerate() {
-        let loss = if opts.ignore_index == Some(t) {
-            0.0
+    // the rows' losses in f64, in parallel when there is enough work
+    let mut rows = vec![0.0f64; target.len()];
+    for_each_chunk(&mut rows, 1, x.len(), |i, loss| {
+        let t = target[i];
+        if opts.ignore_index == Some(t) {
+            return;
+        }
+        let row = &x[i * c..][..c];
+        let lse = logsumexp(row);
+        let nll = lse - row[t as usize].to_f64();
+        loss[0] = if eps == 0.0 {
+            nll
         } else {
-            let row = &x[i * c..][..c];
-            let lse = logsumexp(row);
-            let nll = lse - row[t as usize].to_f64();
-            if eps == 0.0 {
-                nll
-            } else {
-                let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / c as f64;
-                (1.0 - eps) * nll + eps * (lse - mean)
-            }
+            let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / c as f64;
+            (1.0 - eps) * nll + eps * (lse - mean)
         };
-        match opts.reduction {
-            Reduction::None => out[i] = T::from_f64(loss),
-            _ => total += loss,
+    });
+    let out = out.contiguous_mut::<T>()?;
+    // summed in row order, so the result does not depend on the threads
+    let total: f64 = rows.iter().sum();
+    if opts.reduction == Reduction::None {
+        for (o, &l) in out.iter_mut().zip(&rows) {
+            *o = T::from_f64(l);
         }
     }
     match opts.reduction {
