@@ -68,8 +68,13 @@ impl Conv2d {
         .requires_grad(true)?;
         let bias = if bias {
             Some(
-                init::uniform(&[out_channels], init::bias_bound(fan_in), DType::F32, device)?
-                    .requires_grad(true)?,
+                init::uniform(
+                    &[out_channels],
+                    init::bias_bound(fan_in),
+                    DType::F32,
+                    device,
+                )?
+                .requires_grad(true)?,
             )
         } else {
             None
@@ -114,7 +119,13 @@ impl Conv2d {
 impl Module for Conv2d {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        conv2d(x, &self.weight, self.bias.as_ref(), self.stride, self.padding)
+        conv2d(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.stride,
+            self.padding,
+        )
     }
 
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {

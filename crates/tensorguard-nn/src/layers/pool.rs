@@ -8,16 +8,6 @@ use crate::Module;
 
 /// 2-D max pooling (PyTorch's `nn.MaxPool2d` without padding, dilation 1,
 /// `ceil_mode=False`).
-///
-/// ```
-/// use tensorguard_nn::{MaxPool2d, Module};
-/// use tensorguard_nn::tensorguard::{Device, DType, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let pool = MaxPool2d::new(2, None)?; // the stride defaults to the kernel size
-/// let y = pool.forward(&Tensor::zeros([4, 8, 28, 28], DType::F32, &Device::Cpu)?)?;
-/// assert_eq!(y.shape(), &[4, 8, 14, 14]);
-/// # Ok(()) }
-/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct MaxPool2d {
     kernel_size: Pair,
@@ -83,15 +73,6 @@ impl Module for MaxPool2d {
 /// Flattens every dimension from the second on (PyTorch's `nn.Flatten()`,
 /// `start_dim=1, end_dim=-1`): `[N, C, H, W]` -> `[N, C * H * W]`, a view
 /// when the input's strides allow it.
-///
-/// ```
-/// use tensorguard_nn::{Flatten, Module};
-/// use tensorguard_nn::tensorguard::{Device, DType, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let y = Flatten::new().forward(&Tensor::zeros([4, 16, 7, 7], DType::F32, &Device::Cpu)?)?;
-/// assert_eq!(y.shape(), &[4, 784]);
-/// # Ok(()) }
-/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Flatten;
 

@@ -16,6 +16,7 @@ use std::panic::Location;
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
 use tensorguard::{DType, Error, Result, Tensor};
 
+use super::channel_bias::add_channel_bias;
 use super::host::{check_float, check_same_dtype, for_each_chunk, invalid, operands, Pair, Real};
 
 /// The geometry of one convolution: input planes, kernel, stride, padding
@@ -43,7 +44,9 @@ impl Geom {
         if k.0 == 0 || k.1 == 0 {
             return Err(invalid(
                 op,
-                format!("the kernel size {k} has a zero; every kernel dimension must be at least 1."),
+                format!(
+                    "the kernel size {k} has a zero; every kernel dimension must be at least 1."
+                ),
             ));
         }
         if s.0 == 0 || s.1 == 0 {
@@ -52,7 +55,13 @@ impl Geom {
                 format!("the stride {s} has a zero; a stride must be at least 1 (1 visits every position)."),
             ));
         }
-        let (hp, wp) = (h + 2 * p.0, w + 2 * p.1);
+        let padded = |n: usize, p: usize| p.checked_mul(2).and_then(|p2| n.checked_add(p2));
+        let (Some(hp), Some(wp)) = (padded(h, p.0), padded(w, p.1)) else {
+            return Err(invalid(
+                op,
+                format!("the padding {p} is too large: the padded input size overflows. Use a padding below the input's size."),
+            ));
+        };
         if hp < k.0 || wp < k.1 {
             return Err(invalid(
                 op,
@@ -104,7 +113,9 @@ impl Geom {
 
     /// The input row of output row `oy` at kernel row `ki`, if inside.
     fn iy(&self, oy: usize, ki: usize) -> Option<usize> {
-        (oy * self.sh + ki).checked_sub(self.ph).filter(|&y| y < self.h)
+        (oy * self.sh + ki)
+            .checked_sub(self.ph)
+            .filter(|&y| y < self.h)
     }
 }
 
@@ -311,8 +322,9 @@ impl Function for Col2im {
 /// kernel parallel over the planes), multiplied with the weight by one
 /// [`Tensor::matmul`] (the core's gemm) and viewed as NCHW; the input's
 /// gradient folds the columns' gradient back (`col2im`), the weight's comes
-/// from the matmul's autograd. Strided inputs are copied to contiguous
-/// memory first.
+/// from the matmul's autograd; the bias is one more custom op, whose
+/// gradient is one per-channel sum. Strided inputs are copied to
+/// contiguous memory first.
 ///
 /// ```
 /// use tensorguard_nn::ops::conv2d;
@@ -405,11 +417,12 @@ pub fn conv2d(
         Im2col(g).apply(&[x])?
     };
     let w2 = weight.reshape([c_out, c * kh * kw])?;
-    let y = w2.matmul(&cols)?.view([n, c_out, g.oh, g.ow])?;
-    match bias {
-        Some(b) => y.add(&b.view([c_out, 1, 1])?),
-        None => Ok(y),
-    }
+    let y = w2.matmul(&cols)?;
+    let y = match bias {
+        Some(b) => add_channel_bias(&y, b)?,
+        None => y,
+    };
+    y.view([n, c_out, g.oh, g.ow])
 }
 
 #[cfg(test)]

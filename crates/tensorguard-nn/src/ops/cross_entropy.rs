@@ -14,13 +14,6 @@ use super::loss::Reduction;
 
 /// The options of [`cross_entropy`], with PyTorch's defaults
 /// (`reduction='mean'`, `label_smoothing=0.0`, `ignore_index=-100`).
-///
-/// ```
-/// use tensorguard_nn::ops::{CrossEntropyOptions, Reduction};
-/// let opts = CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() };
-/// assert_eq!(opts.reduction, Reduction::Mean);
-/// assert_eq!(opts.ignore_index, Some(-100));
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CrossEntropyOptions {
     /// How the per-row losses are combined.
@@ -69,21 +62,23 @@ fn ignored(opts: &CrossEntropyOptions, row: usize, t: i64, classes: usize) -> Re
 
 /// The log-sum-exp of a row, computed stably in f64.
 fn logsumexp<T: Real>(row: &[T]) -> f64 {
-    let m = row
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &v| {
-            let v = v.to_f64();
-            if v > m || v.is_nan() {
-                v
-            } else {
-                m
-            }
-        });
+    let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| {
+        let v = v.to_f64();
+        if v > m || v.is_nan() {
+            v
+        } else {
+            m
+        }
+    });
     if m == f64::NEG_INFINITY {
         // an empty or all -inf row: log(0)
         return f64::NEG_INFINITY;
     }
-    m + row.iter().map(|&v| (v.to_f64() - m).exp()).sum::<f64>().ln()
+    m + row
+        .iter()
+        .map(|&v| (v.to_f64() - m).exp())
+        .sum::<f64>()
+        .ln()
 }
 
 /// How many rows count for the mean (those not ignored), checking every
@@ -108,25 +103,29 @@ fn forward_typed<T: Real>(
     let c = logits.shape()[1];
     let eps = opts.label_smoothing;
     let count = counted(opts, target, c)?;
-    let out = out.contiguous_mut::<T>()?;
-    let mut total = 0.0f64;
-    for (i, &t) in target.iter().enumerate() {
-        let loss = if opts.ignore_index == Some(t) {
-            0.0
+    // the rows' losses in f64, in parallel when there is enough work
+    let mut rows = vec![0.0f64; target.len()];
+    for_each_chunk(&mut rows, 1, x.len(), |i, loss| {
+        let t = target[i];
+        if opts.ignore_index == Some(t) {
+            return;
+        }
+        let row = &x[i * c..][..c];
+        let lse = logsumexp(row);
+        let nll = lse - row[t as usize].to_f64();
+        loss[0] = if eps == 0.0 {
+            nll
         } else {
-            let row = &x[i * c..][..c];
-            let lse = logsumexp(row);
-            let nll = lse - row[t as usize].to_f64();
-            if eps == 0.0 {
-                nll
-            } else {
-                let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / c as f64;
-                (1.0 - eps) * nll + eps * (lse - mean)
-            }
+            let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / c as f64;
+            (1.0 - eps) * nll + eps * (lse - mean)
         };
-        match opts.reduction {
-            Reduction::None => out[i] = T::from_f64(loss),
-            _ => total += loss,
+    });
+    let out = out.contiguous_mut::<T>()?;
+    // summed in row order, so the result does not depend on the threads
+    let total: f64 = rows.iter().sum();
+    if opts.reduction == Reduction::None {
+        for (o, &l) in out.iter_mut().zip(&rows) {
+            *o = T::from_f64(l);
         }
     }
     match opts.reduction {
@@ -357,7 +356,11 @@ impl Function for CrossEntropyGrad {
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn cross_entropy(logits: &Tensor, target: &Tensor, opts: CrossEntropyOptions) -> Result<Tensor> {
+pub fn cross_entropy(
+    logits: &Tensor,
+    target: &Tensor,
+    opts: CrossEntropyOptions,
+) -> Result<Tensor> {
     let eps = opts.label_smoothing;
     if !(0.0..=1.0).contains(&eps) {
         return Err(invalid(

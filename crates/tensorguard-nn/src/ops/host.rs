@@ -151,13 +151,6 @@ pub(crate) fn no_double_backward(node: &str, op: &str) -> Error {
 
 /// A size or a step along the two spatial dimensions (height, width), as
 /// PyTorch's `_size_2_t`: one number for both, or a pair.
-///
-/// ```
-/// use tensorguard_nn::ops::Pair;
-/// assert_eq!(Pair::from(3), Pair(3, 3));
-/// assert_eq!(Pair::from([2, 1]), Pair(2, 1));
-/// assert_eq!(Pair::from((1, 2)), Pair(1, 2));
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pair(pub usize, pub usize);
 
@@ -182,5 +175,18 @@ impl From<(usize, usize)> for Pair {
 impl std::fmt::Display for Pair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "({}, {})", self.0, self.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pair;
+
+    #[test]
+    fn a_pair_is_one_number_for_both_dimensions_or_two() {
+        assert_eq!(Pair::from(3), Pair(3, 3));
+        assert_eq!(Pair::from([2, 1]), Pair(2, 1));
+        assert_eq!(Pair::from((1, 2)), Pair(1, 2));
+        assert_eq!(Pair(1, 2).to_string(), "(1, 2)");
     }
 }

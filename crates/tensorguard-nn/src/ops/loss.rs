@@ -41,17 +41,6 @@ impl Reduction {
 /// the core's autograd; a target outside `0..C` is the core's
 /// `gather` index error. For logits, [`cross_entropy`](super::cross_entropy)
 /// is one fused kernel instead of `log_softmax` + `nll_loss`.
-///
-/// ```
-/// use tensorguard_nn::ops::{nll_loss, Reduction};
-/// use tensorguard_nn::tensorguard::{Device, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let lp = Tensor::from_vec(vec![-0.5f32, -1.0, -2.0, -0.1], [2, 2], &Device::Cpu)?;
-/// let t = Tensor::from_vec(vec![1i64, 0], [2], &Device::Cpu)?;
-/// assert_eq!(nll_loss(&lp, &t, Reduction::Sum)?.item::<f32>()?, 3.0);
-/// assert_eq!(nll_loss(&lp, &t, Reduction::None)?.to_vec::<f32>()?, vec![1.0, 2.0]);
-/// # Ok(()) }
-/// ```
 #[track_caller]
 pub fn nll_loss(log_probs: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     const OP: &str = "nll_loss";
@@ -98,16 +87,6 @@ pub fn nll_loss(log_probs: &Tensor, target: &Tensor, reduction: Reduction) -> Re
 /// warning; here they are an error, since that is almost always a bug),
 /// one float dtype and one device. A composition of core ops, so both get
 /// gradients from the core's autograd.
-///
-/// ```
-/// use tensorguard_nn::ops::{mse_loss, Reduction};
-/// use tensorguard_nn::tensorguard::{Device, Tensor};
-/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
-/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &Device::Cpu)?;
-/// let b = Tensor::from_vec(vec![1.0f32, 0.0, 6.0], [3], &Device::Cpu)?;
-/// assert_eq!(mse_loss(&a, &b, Reduction::Mean)?.item::<f32>()?, 13.0 / 3.0);
-/// # Ok(()) }
-/// ```
 #[track_caller]
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     const OP: &str = "mse_loss";

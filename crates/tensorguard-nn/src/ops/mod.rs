@@ -5,9 +5,13 @@
 //! Convolution ([`conv2d`]: im2col + the core's matmul), pooling
 //! ([`max_pool2d`]) and the losses ([`cross_entropy`], fused; [`nll_loss`]
 //! and [`mse_loss`], compositions) take PyTorch's `torch.nn.functional`
-//! arguments.
+//! arguments. Their kernels are host kernels (safe Rust, split over the
+//! rayon pool when the work is large): they run on the cpu and on emulated
+//! devices; on a CUDA device they are an error naming the op and the device
+//! until they get `Function::forward_device` kernels.
 
 mod bias_gelu;
+mod channel_bias;
 mod conv;
 mod cross_entropy;
 mod gelu;

@@ -30,7 +30,9 @@ impl Geom {
         if k.0 == 0 || k.1 == 0 {
             return Err(invalid(
                 op,
-                format!("the kernel size {k} has a zero; every window dimension must be at least 1."),
+                format!(
+                    "the kernel size {k} has a zero; every window dimension must be at least 1."
+                ),
             ));
         }
         if s.0 == 0 || s.1 == 0 {
@@ -57,23 +59,51 @@ impl Geom {
         })
     }
 
-    /// The maximum of the window of output `(oy, ox)` in plane `x` and its
-    /// index in the plane, with PyTorch's rule (`val > max || isnan(val)`
-    /// from `-inf` at the window's first element): the first of equal
-    /// maxima, the last NaN.
+    /// The maxima of output row `oy` of plane `x` into `best` (one value
+    /// per output column), with PyTorch's rule: each window is scanned in
+    /// row-major order from `-inf`, and a value replaces the maximum when
+    /// `val > max || isnan(val)`, so the first of equal maxima wins and a
+    /// NaN is the maximum (the last NaN, for its position). The loops run
+    /// over the output columns innermost (same scan order per window), so
+    /// the bounds checks stay out of the per-element work.
     #[inline]
-    fn argmax<T: Real>(&self, x: &[T], oy: usize, ox: usize) -> (T, usize) {
-        let (y0, x0) = (oy * self.sh, ox * self.sw);
-        let mut best = (T::NEG_INFINITY, y0 * self.w + x0);
-        for iy in y0..y0 + self.kh {
-            let row = iy * self.w;
-            for (k, &v) in x[row + x0..][..self.kw].iter().enumerate() {
-                if v > best.0 || v.is_nan() {
-                    best = (v, row + x0 + k);
+    fn row_max<T: Real>(&self, x: &[T], oy: usize, best: &mut [T]) {
+        best.fill(T::NEG_INFINITY);
+        for ki in 0..self.kh {
+            let row = &x[(oy * self.sh + ki) * self.w..][..self.w];
+            for kj in 0..self.kw {
+                let row = &row[kj..];
+                for (ox, b) in best.iter_mut().enumerate() {
+                    let v = row[ox * self.sw];
+                    if v > *b || v.is_nan() {
+                        *b = v;
+                    }
                 }
             }
         }
-        best
+    }
+
+    /// As [`row_max`](Geom::row_max), with each maximum's index in the
+    /// plane (the window's first element when all are -inf).
+    #[inline]
+    fn row_argmax<T: Real>(&self, x: &[T], oy: usize, best: &mut [(T, usize)]) {
+        let y0 = oy * self.sh;
+        for (ox, b) in best.iter_mut().enumerate() {
+            *b = (T::NEG_INFINITY, y0 * self.w + ox * self.sw);
+        }
+        for ki in 0..self.kh {
+            let start = (y0 + ki) * self.w;
+            let row = &x[start..][..self.w];
+            for kj in 0..self.kw {
+                let row = &row[kj..];
+                for (ox, b) in best.iter_mut().enumerate() {
+                    let v = row[ox * self.sw];
+                    if v > b.0 || v.is_nan() {
+                        *b = (v, start + kj + ox * self.sw);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -83,10 +113,8 @@ fn forward_typed<T: Real>(g: &Geom, out: &mut HostTensorMut<'_>, x: &HostTensor<
     let out = out.contiguous_mut::<T>()?;
     for_each_chunk(out, per, x.len(), |p, o| {
         let x = &x[p * plane..][..plane];
-        for oy in 0..g.oh {
-            for ox in 0..g.ow {
-                o[oy * g.ow + ox] = g.argmax(x, oy, ox).0;
-            }
+        for (oy, row) in o.chunks_exact_mut(g.ow).enumerate() {
+            g.row_max(x, oy, row);
         }
     });
     Ok(())
@@ -104,10 +132,11 @@ fn backward_typed<T: Real>(
     for_each_chunk(out, plane, 2 * x.len(), |p, o| {
         o.fill(T::ZERO);
         let (x, grad) = (&x[p * plane..][..plane], &grad[p * per..][..per]);
-        for oy in 0..g.oh {
-            for ox in 0..g.ow {
-                let (_, at) = g.argmax(x, oy, ox);
-                o[at] += grad[oy * g.ow + ox];
+        let mut best = vec![(T::ZERO, 0); g.ow];
+        for (oy, grad) in grad.chunks_exact(g.ow).enumerate() {
+            g.row_argmax(x, oy, &mut best);
+            for (&(_, at), &gv) in best.iter().zip(grad) {
+                o[at] += gv;
             }
         }
     });
@@ -257,7 +286,11 @@ impl Function for MaxPool2dGrad {
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn max_pool2d(x: &Tensor, kernel_size: impl Into<Pair>, stride: impl Into<Pair>) -> Result<Tensor> {
+pub fn max_pool2d(
+    x: &Tensor,
+    kernel_size: impl Into<Pair>,
+    stride: impl Into<Pair>,
+) -> Result<Tensor> {
     const OP: &str = "max_pool2d";
     let (k, s) = (kernel_size.into(), stride.into());
     if x.ndim() == 3 {
