@@ -31,7 +31,8 @@ fn text(o: &Output) -> String {
 }
 
 fn metrics(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("metrics written")).expect("metrics are JSON")
+    serde_json::from_str(&std::fs::read_to_string(path).expect("metrics written"))
+        .expect("metrics are JSON")
 }
 
 #[test]
@@ -39,10 +40,21 @@ fn digits_train_to_high_accuracy_with_no_blocking_copy_and_only_the_syncs_asked_
     let d = dir("digits");
     let m = d.join("metrics.json");
     let epochs = 12;
-    let o = tg(&["train", "--device", "emu:0", "--epochs", &epochs.to_string(), "--metrics-json", m.to_str().unwrap()]);
+    let o = tg(&[
+        "train",
+        "--device",
+        "emu:0",
+        "--epochs",
+        &epochs.to_string(),
+        "--metrics-json",
+        m.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains("epoch 12/12") && out.contains("test accuracy"), "{out}");
+    assert!(
+        out.contains("epoch 12/12") && out.contains("test accuracy"),
+        "{out}"
+    );
     let v = metrics(&m);
     let acc = v["test_accuracy"].as_f64().unwrap();
     assert!(acc >= 0.95, "digits after {epochs} epochs: {acc}");
@@ -50,7 +62,10 @@ fn digits_train_to_high_accuracy_with_no_blocking_copy_and_only_the_syncs_asked_
     // the data was copied to the device once, before training: an epoch
     // (train and test) moves only its order of indices (non-blocking)
     assert_eq!(v["blocking_host_to_device"], 0, "{out}");
-    assert!(v["host_to_device_bytes"].as_u64().unwrap() <= 8 * (1438 + 359) * epochs, "{v}");
+    assert!(
+        v["host_to_device_bytes"].as_u64().unwrap() <= 8 * (1438 + 359) * epochs,
+        "{v}"
+    );
     // the host waits only where the loop reads a number: the epoch's loss and
     // accuracy, the test loss and accuracy, and the final synchronize
     assert_eq!(v["syncs"].as_u64().unwrap(), 4 * epochs + 1, "{out}");
@@ -62,7 +77,14 @@ fn digits_train_to_high_accuracy_with_no_blocking_copy_and_only_the_syncs_asked_
 fn tensors(path: &Path) -> Vec<(String, Vec<f64>)> {
     let sd = checkpoint::load(path, &Device::Cpu).expect("checkpoint loads");
     sd.iter()
-        .map(|(n, t)| (n.to_string(), t.to_dtype(DType::F64).and_then(|t| t.to_vec::<f64>()).expect("values")))
+        .map(|(n, t)| {
+            (
+                n.to_string(),
+                t.to_dtype(DType::F64)
+                    .and_then(|t| t.to_vec::<f64>())
+                    .expect("values"),
+            )
+        })
         .collect()
 }
 
@@ -71,8 +93,20 @@ fn tensors(path: &Path) -> Vec<(String, Vec<f64>)> {
 #[test]
 fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
     let d = dir("resume");
-    let (a, b, c) = (d.join("a.safetensors"), d.join("b.safetensors"), d.join("c.safetensors"));
-    let common = ["train", "--limit", "400", "--optimizer", "adamw", "--seed", "5"];
+    let (a, b, c) = (
+        d.join("a.safetensors"),
+        d.join("b.safetensors"),
+        d.join("c.safetensors"),
+    );
+    let common = [
+        "train",
+        "--limit",
+        "400",
+        "--optimizer",
+        "adamw",
+        "--seed",
+        "5",
+    ];
     let run = |extra: &[&str]| {
         let args: Vec<&str> = common.iter().chain(extra).copied().collect();
         let o = tg(&args);
@@ -80,19 +114,59 @@ fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
         o
     };
     run(&["--epochs", "2", "--save", a.to_str().unwrap()]);
-    let o = run(&["--epochs", "4", "--resume", a.to_str().unwrap(), "--save", b.to_str().unwrap()]);
-    assert!(!text(&o).contains("epoch 1/4") && text(&o).contains("epoch 3/4"), "{}", text(&o));
+    let o = run(&[
+        "--epochs",
+        "4",
+        "--resume",
+        a.to_str().unwrap(),
+        "--save",
+        b.to_str().unwrap(),
+    ]);
+    assert!(
+        !text(&o).contains("epoch 1/4") && text(&o).contains("epoch 3/4"),
+        "{}",
+        text(&o)
+    );
     run(&["--epochs", "4", "--save", c.to_str().unwrap()]);
     let (tb, tc) = (tensors(&b), tensors(&c));
-    assert!(tb.iter().any(|(n, _)| n.starts_with("optim.") && n.ends_with(".exp_avg")), "{:?}", tb.iter().map(|t| &t.0).collect::<Vec<_>>());
+    assert!(
+        tb.iter()
+            .any(|(n, _)| n.starts_with("optim.") && n.ends_with(".exp_avg")),
+        "{:?}",
+        tb.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
     assert_eq!(tb, tc, "resumed and uninterrupted runs differ");
     let sd = checkpoint::load(&c, &Device::Cpu).unwrap();
     assert_eq!(sd.metadata["epoch"], "4");
     // resuming a finished run asks for more epochs; another model is refused
-    let o = tg(&["train", "--limit", "400", "--epochs", "4", "--resume", c.to_str().unwrap()]);
-    assert!(!o.status.success() && text(&o).contains("--epochs"), "{}", text(&o));
-    let o = tg(&["train", "--model", "cnn", "--epochs", "5", "--resume", c.to_str().unwrap()]);
-    assert!(!o.status.success() && text(&o).contains("mlp model"), "{}", text(&o));
+    let o = tg(&[
+        "train",
+        "--limit",
+        "400",
+        "--epochs",
+        "4",
+        "--resume",
+        c.to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("--epochs"),
+        "{}",
+        text(&o)
+    );
+    let o = tg(&[
+        "train",
+        "--model",
+        "cnn",
+        "--epochs",
+        "5",
+        "--resume",
+        c.to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("mlp model"),
+        "{}",
+        text(&o)
+    );
 }
 
 fn fails_with(args: &[&str], want: &str) {
@@ -108,7 +182,16 @@ fn fails_with(args: &[&str], want: &str) {
 #[test]
 fn bad_input_is_a_one_line_error() {
     let d = dir("errors");
-    fails_with(&["train", "--dataset", "fashion-mnist", "--data", d.join("nowhere").to_str().unwrap()], "apt-get install dataset-fashion-mnist");
+    fails_with(
+        &[
+            "train",
+            "--dataset",
+            "fashion-mnist",
+            "--data",
+            d.join("nowhere").to_str().unwrap(),
+        ],
+        "apt-get install dataset-fashion-mnist",
+    );
     fails_with(&["train", "--device", "tpu:0"], "tpu:0");
     fails_with(&["train", "--memory-fraction", "0"], "--memory-fraction");
     fails_with(&["train", "--batch-size", "0"], "--batch-size");
@@ -116,7 +199,19 @@ fn bad_input_is_a_one_line_error() {
     fails_with(&["train", "--lr=-1"], "--lr");
     let bad = d.join("bad.safetensors");
     std::fs::write(&bad, b"not a checkpoint").unwrap();
-    fails_with(&["train", "--resume", bad.to_str().unwrap()], "bad.safetensors");
+    fails_with(
+        &["train", "--resume", bad.to_str().unwrap()],
+        "bad.safetensors",
+    );
     // a device too small for the model: out of memory, said in one line
-    fails_with(&["train", "--device", "emu:0", "--memory-fraction", "0.0000001"], "Out of memory");
+    fails_with(
+        &[
+            "train",
+            "--device",
+            "emu:0",
+            "--memory-fraction",
+            "0.0000001",
+        ],
+        "Out of memory",
+    );
 }

@@ -17,6 +17,7 @@
 pub use tensorguard;
 
 pub mod amp;
+pub use tensorguard::autocast;
 pub mod checkpoint;
 pub mod data;
 pub mod init;
@@ -27,7 +28,7 @@ pub mod optim;
 
 pub use data::{DataLoader, Dataset, LoaderOptions, TensorDataset};
 pub use layers::{
-    BatchNorm, BatchNorm1d, BatchNorm2d, Conv2d, Dropout, Embedding, Flatten, GELUTanh, LayerNorm,
-    Linear, MaxPool2d, ReLU, Sequential, Sigmoid, Tanh, GELU,
+    BatchNorm, BatchNorm1d, BatchNorm2d, Checkpointed, Conv2d, Dropout, Embedding, Flatten,
+    GELUTanh, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, Tanh, GELU,
 };
 pub use module::{Module, StateDict};

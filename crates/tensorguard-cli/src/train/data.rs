@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 
 use tensorguard::{Device, Result as TgResult, Tensor};
-use tensorguard_nn::data::{self, DataLoader, Dataset, DeviceBatches, DeviceDataset, Epoch, LoaderOptions, TensorDataset};
+use tensorguard_nn::data::{
+    self, DataLoader, Dataset, DeviceBatches, DeviceDataset, Epoch, LoaderOptions, TensorDataset,
+};
 use tensorguard_nn::ops::{cross_entropy, CrossEntropyOptions};
 
 use super::{tg, DatasetKind, Res, TrainOptions};
@@ -19,7 +21,11 @@ use super::{tg, DatasetKind, Res, TrainOptions};
 /// A split, ready to be batched.
 pub(super) enum Source {
     /// On the device already; batched by index there.
-    Resident { data: DeviceDataset, shuffle: bool, seed: u64 },
+    Resident {
+        data: DeviceDataset,
+        shuffle: bool,
+        seed: u64,
+    },
     /// Read by the loader (pinned batches, prefetched to the device).
     Loader(DataLoader),
 }
@@ -64,9 +70,16 @@ impl Source {
     /// resident split (the loader's size is fixed when it is made).
     pub fn epoch(&mut self, epoch: u64, batch: usize) -> Res<Batches<'_>> {
         match self {
-            Source::Resident { data, shuffle, seed } => {
+            Source::Resident {
+                data,
+                shuffle,
+                seed,
+            } => {
                 let n = data.len().div_ceil(batch.max(1));
-                Ok(Batches::Resident(tg(data.batches(batch, *shuffle, *seed, epoch, false))?, n))
+                Ok(Batches::Resident(
+                    tg(data.batches(batch, *shuffle, *seed, epoch, false))?,
+                    n,
+                ))
             }
             Source::Loader(l) => Ok(Batches::Loader(tg(l.epoch(epoch))?)),
         }
@@ -86,13 +99,24 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
     let (train, test) = match opts.dataset {
         DatasetKind::Digits => tg(data::digits())?,
         DatasetKind::FashionMnist => {
-            let dir = opts.data.clone().unwrap_or_else(|| PathBuf::from(data::FASHION_MNIST_DEFAULT_DIR));
+            let dir = opts
+                .data
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(data::FASHION_MNIST_DEFAULT_DIR));
             tg(data::fashion_mnist(&dir))?
         }
     };
     let train = limit(train, opts.limit)?;
     let shape = train.feature_shape().to_vec();
-    let classes = train.labels().iter().chain(test.labels()).copied().max().unwrap_or(0).max(0) as usize + 1;
+    let classes = train
+        .labels()
+        .iter()
+        .chain(test.labels())
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(0) as usize
+        + 1;
     let micro = opts.batch_size.div_ceil(opts.accum_steps.max(1));
     let train = match opts.dataset {
         DatasetKind::Digits => Source::Resident {
@@ -122,7 +146,12 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
         shuffle: false,
         seed: 0,
     };
-    Ok(Data { train, test, shape, classes })
+    Ok(Data {
+        train,
+        test,
+        shape,
+        classes,
+    })
 }
 
 /// The training loss: cross-entropy over class indices, mean over the batch.

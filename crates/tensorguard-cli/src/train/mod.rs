@@ -78,8 +78,14 @@ fn make_optimizer(opts: &TrainOptions, model: &Net) -> Res<Box<dyn Optimizer>> {
             };
             Box::new(tg(Sgd::new(params, cfg))?)
         }
-        OptimizerKind::Adam => Box::new(tg(Adam::new(params, AdamConfig::adam(opts.lr.unwrap_or(1e-3))))?),
-        OptimizerKind::Adamw => Box::new(tg(AdamW::new(params, AdamConfig::adamw(opts.lr.unwrap_or(1e-3))))?),
+        OptimizerKind::Adam => Box::new(tg(Adam::new(
+            params,
+            AdamConfig::adam(opts.lr.unwrap_or(1e-3)),
+        ))?),
+        OptimizerKind::Adamw => Box::new(tg(AdamW::new(
+            params,
+            AdamConfig::adamw(opts.lr.unwrap_or(1e-3)),
+        ))?),
     })
 }
 
@@ -93,6 +99,8 @@ struct Run {
     data: Data,
     epochs: u64,
     start_epoch: u64,
+    /// The most memory the training steps of an epoch had allocated.
+    peak_train: usize,
 }
 
 /// Train as `opts` says and return the report (the CLI prints it).
@@ -105,7 +113,10 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         tg(memory::set_per_process_memory_fraction(f, &dev))?;
     }
     if opts.memory_snapshot.is_some() {
-        tg(memory::record_history(&dev, memory::HistoryOptions::default()))?;
+        tg(memory::record_history(
+            &dev,
+            memory::HistoryOptions::default(),
+        ))?;
     }
     tensorguard::manual_seed(opts.seed);
     let data = data::load(opts, &dev)?;
@@ -135,11 +146,11 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         data,
         epochs,
         start_epoch: 0,
+        peak_train: 0,
     };
     if let Some(path) = &opts.resume {
         run.resume(path)?;
     }
-    memory::reset_peak(&dev);
     let t0 = Instant::now();
     let ledger0 = transfer::stats_for(&dev);
     let sync0 = transfer::sync_stats();
@@ -182,7 +193,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         train_loss: last.train_loss,
         wall_s: wall.as_secs_f64(),
         samples_per_s: trained as f64 / wall.as_secs_f64().max(1e-9),
-        peak_device_bytes: memory::max_allocated(&dev),
+        peak_device_bytes: run.peak_train,
         host_to_device_bytes: moved.host_to_device.total.bytes,
         device_to_host_bytes: moved.device_to_host.total.bytes,
         blocking_host_to_device: moved.host_to_device.blocking.copies,
@@ -224,12 +235,21 @@ impl Run {
     fn train_epoch(&mut self, epoch: u64) -> Res<(f64, f64, u64)> {
         self.model.train();
         let dev = self.dev;
+        // the peak of the training steps alone (evaluation runs larger
+        // batches without a graph, which is another question)
+        tg(tensorguard::device::synchronize(&dev))?;
+        memory::reset_peak(&dev);
         let accum = self.opts.accum_steps;
         let micro = self.opts.batch_size.div_ceil(accum);
         let amp = self.opts.amp;
         let mut batches: Batches<'_> = self.data.train.epoch(epoch, micro)?;
         let n_batches = batches.len();
-        let bar = report::progress_bar(n_batches as u64, epoch + 1, self.epochs, self.opts.no_progress);
+        let bar = report::progress_bar(
+            n_batches as u64,
+            epoch + 1,
+            self.epochs,
+            self.opts.no_progress,
+        );
         // running sums stay on the device: reading them is a sync, done
         // for the progress bar every few dozen steps and at the end
         let loss_sum = tg(Tensor::zeros((), DType::F32, &dev))?;
@@ -255,11 +275,17 @@ impl Run {
                 }))?;
                 tg(data::loss(&logits, &y))?
             };
-            tg(no_grad(|| loss_sum.add_(&loss.detach().mul(b as f64)?).map(|_| ())))?;
+            tg(no_grad(|| {
+                loss_sum.add_(&loss.detach().mul(b as f64)?).map(|_| ())
+            }))?;
             // a micro-batch's loss is divided by the number of
             // micro-batches, so the accumulated gradient is the full
             // batch's (PyTorch's recipe)
-            let scaled = if accum > 1 { tg(loss.div(accum as f64))? } else { loss };
+            let scaled = if accum > 1 {
+                tg(loss.div(accum as f64))?
+            } else {
+                loss
+            };
             tg(tg(self.scaler.scale(&scaled))?.backward())?;
             drop(scaled);
             micro_in_step += 1;
@@ -285,6 +311,8 @@ impl Run {
         }
         let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
         let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
+        tg(tensorguard::device::synchronize(&dev))?;
+        self.peak_train = self.peak_train.max(memory::max_allocated(&dev));
         Ok((l, a, seen))
     }
 
@@ -308,8 +336,16 @@ impl Run {
                 };
                 let logits = tg(tg(model.forward(&x))?.to_dtype(DType::F32))?;
                 let b = y.numel();
-                tg(loss_sum.add_(&tg(data::loss(&logits, &y))?.mul(b as f64).map_err(|e| e.to_string())?))?;
-                tg(correct.add_(&tg(tg(logits.argmax_dim(1, false))?.eq(&y))?.sum().map_err(|e| e.to_string())?))?;
+                tg(loss_sum.add_(
+                    &tg(data::loss(&logits, &y))?
+                        .mul(b as f64)
+                        .map_err(|e| e.to_string())?,
+                ))?;
+                tg(correct.add_(
+                    &tg(tg(logits.argmax_dim(1, false))?.eq(&y))?
+                        .sum()
+                        .map_err(|e| e.to_string())?,
+                ))?;
                 seen += b as u64;
             }
             let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
@@ -328,9 +364,14 @@ impl Run {
         let rng = tensorguard::default_generator().state().to_bytes();
         sd.metadata.insert("rng".into(), hex(&rng));
         sd.metadata.insert("epoch".into(), epochs_done.to_string());
-        sd.metadata.insert("seed".into(), self.opts.seed.to_string());
-        sd.metadata.insert("model".into(), format!("{:?}", self.opts.model).to_lowercase());
-        sd.metadata.insert("dataset".into(), format!("{:?}", self.opts.dataset));
+        sd.metadata
+            .insert("seed".into(), self.opts.seed.to_string());
+        sd.metadata.insert(
+            "model".into(),
+            format!("{:?}", self.opts.model).to_lowercase(),
+        );
+        sd.metadata
+            .insert("dataset".into(), format!("{:?}", self.opts.dataset));
         tg(tensorguard_nn::checkpoint::save(path, &sd))
     }
 
@@ -362,12 +403,20 @@ impl Run {
         if !scaler_sd.metadata.is_empty() {
             tg(self.scaler.load_state_dict(&scaler_sd))?;
         }
-        let rng = unhex(&meta("rng")?).ok_or_else(|| format!("{}: the checkpoint's `rng` metadata is not hex.", path.display()))?;
+        let rng = unhex(&meta("rng")?).ok_or_else(|| {
+            format!(
+                "{}: the checkpoint's `rng` metadata is not hex.",
+                path.display()
+            )
+        })?;
         let state = tg(tensorguard::GeneratorState::from_bytes(&rng))?;
         tensorguard::default_generator().set_state(&state);
-        self.start_epoch = meta("epoch")?
-            .parse()
-            .map_err(|_| format!("{}: the checkpoint's `epoch` is not a number.", path.display()))?;
+        self.start_epoch = meta("epoch")?.parse().map_err(|_| {
+            format!(
+                "{}: the checkpoint's `epoch` is not a number.",
+                path.display()
+            )
+        })?;
         if self.start_epoch >= self.epochs {
             return Err(format!(
                 "{}: the checkpoint has already trained {} epochs; ask for more with --epochs N (N > {}).",

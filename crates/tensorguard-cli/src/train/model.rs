@@ -3,7 +3,7 @@
 //! block in backward instead of keeping its activations.
 
 use tensorguard::{Device, Error, Result, Tensor};
-use tensorguard_nn::{Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
+use tensorguard_nn::{Checkpointed, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential};
 
 /// Which model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -25,12 +25,23 @@ pub struct Net {
 
 impl Net {
     /// A model for inputs of `shape` (`[C, H, W]`) and `classes` outputs.
-    pub fn new(kind: ModelKind, shape: &[usize], classes: usize, checkpoint: bool, dev: &Device) -> Result<Net> {
+    pub fn new(
+        kind: ModelKind,
+        shape: &[usize],
+        classes: usize,
+        checkpoint: bool,
+        dev: &Device,
+    ) -> Result<Net> {
         let numel: usize = shape.iter().product();
         let blocks: Vec<Sequential> = match kind {
             ModelKind::Mlp => vec![
-                Sequential::new().add(Flatten::new()).add(Linear::new(numel, 256, true, dev)?).add(ReLU),
-                Sequential::new().add(Linear::new(256, 256, true, dev)?).add(ReLU),
+                Sequential::new()
+                    .add(Flatten::new())
+                    .add(Linear::new(numel, 256, true, dev)?)
+                    .add(ReLU),
+                Sequential::new()
+                    .add(Linear::new(256, 256, true, dev)?)
+                    .add(ReLU),
                 Sequential::new().add(Linear::new(256, classes, true, dev)?),
             ],
             ModelKind::Cnn => {
@@ -60,13 +71,19 @@ impl Net {
         let mut seq = Sequential::new();
         for (i, b) in blocks.into_iter().enumerate() {
             if checkpoint && i + 1 < n {
-                seq = seq.add(b);
+                seq = seq.add(Checkpointed::new(b));
             } else {
                 seq = seq.add(b);
             }
         }
-        let image = (kind == ModelKind::Cnn).then(|| image_shape(shape).map(|(c, h, w)| [c, h, w])).flatten();
-        Ok(Net { blocks: seq, kind, image })
+        let image = (kind == ModelKind::Cnn)
+            .then(|| image_shape(shape).map(|(c, h, w)| [c, h, w]))
+            .flatten();
+        Ok(Net {
+            blocks: seq,
+            kind,
+            image,
+        })
     }
 
     /// Which model this is.
@@ -78,20 +95,30 @@ impl Net {
 impl Module for Net {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self.image {
-            Some([c, h, w]) => self.blocks.forward(&x.reshape([-1, c as isize, h as isize, w as isize])?),
+            Some([c, h, w]) => self
+                .blocks
+                .forward(&x.reshape([-1, c as isize, h as isize, w as isize])?),
             None => self.blocks.forward(x),
         }
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
         self.blocks.visit_params(prefix, f)
     }
-    fn visit_params_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>) -> Result<()> {
+    fn visit_params_mut(
+        &mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
+    ) -> Result<()> {
         self.blocks.visit_params_mut(prefix, f)
     }
     fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
         self.blocks.visit_buffers(prefix, f)
     }
-    fn visit_buffers_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>) -> Result<()> {
+    fn visit_buffers_mut(
+        &mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
+    ) -> Result<()> {
         self.blocks.visit_buffers_mut(prefix, f)
     }
     fn set_training(&mut self, on: bool) {

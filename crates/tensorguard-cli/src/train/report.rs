@@ -64,7 +64,7 @@ pub struct TrainReport {
     pub wall_s: f64,
     /// Training examples per second.
     pub samples_per_s: f64,
-    /// Peak bytes allocated on the device while training.
+    /// Peak bytes allocated on the device by the training steps (evaluation excluded).
     pub peak_device_bytes: usize,
     /// Bytes copied host -> device while training.
     pub host_to_device_bytes: u64,
@@ -102,7 +102,11 @@ impl TrainReport {
 
 impl fmt::Display for TrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "== trained {} ({} parameters) on {}", self.model, self.parameters, self.device)?;
+        writeln!(
+            f,
+            "== trained {} ({} parameters) on {}",
+            self.model, self.parameters, self.device
+        )?;
         writeln!(
             f,
             "test accuracy {:.2}%  test loss {:.4}  train loss {:.4}",
@@ -112,7 +116,7 @@ impl fmt::Display for TrainReport {
         )?;
         writeln!(
             f,
-            "time {:.2} s ({:.0} samples/s)  peak device memory {}",
+            "time {:.2} s ({:.0} samples/s)  peak device memory while training {}",
             self.wall_s,
             self.samples_per_s,
             memory::format_bytes(self.peak_device_bytes as u64)
@@ -126,11 +130,23 @@ impl fmt::Display for TrainReport {
             self.syncs
         )?;
         if self.skipped_steps > 0 {
-            writeln!(f, "the loss scaler skipped {} steps with Inf/NaN gradients", self.skipped_steps)?;
+            writeln!(
+                f,
+                "the loss scaler skipped {} steps with Inf/NaN gradients",
+                self.skipped_steps
+            )?;
         }
         writeln!(f, "\n== memory\n{}", self.memory_summary.trim_end())?;
-        writeln!(f, "\n== copies by call site\n{}", self.transfer_report.trim_end())?;
-        writeln!(f, "\n== host waits by call site\n{}", self.sync_report.trim_end())?;
+        writeln!(
+            f,
+            "\n== copies by call site\n{}",
+            self.transfer_report.trim_end()
+        )?;
+        writeln!(
+            f,
+            "\n== host waits by call site\n{}",
+            self.sync_report.trim_end()
+        )?;
         if self.warnings.is_empty() {
             writeln!(f, "\nno pitfall warnings")?;
         } else {
@@ -154,11 +170,10 @@ pub(crate) fn progress_bar(len: u64, epoch: u64, of: u64, off: bool) -> Option<P
         // running loss for a bar nobody sees would be a needless sync
         return None;
     }
-    let style = ProgressStyle::with_template(
-        "epoch {prefix} [{bar:30}] {pos}/{len} {per_sec} {msg}",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style =
+        ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {per_sec} {msg}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_prefix(format!("{epoch}/{of}"));
     Some(bar)
@@ -180,7 +195,8 @@ struct Capture<L> {
 
 impl<L: log::Log> log::Log for Capture<L> {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        self.inner.enabled(m) || (m.level() <= log::Level::Warn && m.target().starts_with("tensorguard"))
+        self.inner.enabled(m)
+            || (m.level() <= log::Level::Warn && m.target().starts_with("tensorguard"))
     }
     fn log(&self, r: &log::Record<'_>) {
         if r.level() <= log::Level::Warn && r.target().starts_with("tensorguard") {

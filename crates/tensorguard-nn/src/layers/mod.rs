@@ -2,6 +2,7 @@
 //! and initialisation.
 
 mod activation;
+mod checkpointed;
 mod conv;
 mod dropout;
 mod embedding;
@@ -11,6 +12,7 @@ mod pool;
 mod sequential;
 
 pub use activation::{GELUTanh, ReLU, Sigmoid, Tanh, GELU};
+pub use checkpointed::Checkpointed;
 pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;

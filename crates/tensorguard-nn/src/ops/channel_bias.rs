@@ -97,6 +97,8 @@ impl Function for ChannelBias {
         let [y, b] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => add_typed::<f64>(out, y, b),
+            DType::BF16 => add_typed::<half::bf16>(out, y, b),
+            DType::F16 => add_typed::<half::f16>(out, y, b),
             _ => add_typed::<f32>(out, y, b),
         }
     }
@@ -138,6 +140,8 @@ impl Function for ChannelSum {
         let [g] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => sum_typed::<f64>(out, g),
+            DType::BF16 => sum_typed::<half::bf16>(out, g),
+            DType::F16 => sum_typed::<half::f16>(out, g),
             _ => sum_typed::<f32>(out, g),
         }
     }

@@ -247,6 +247,8 @@ impl Function for Im2col {
         let [x] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => im2col_typed::<f64>(&self.0, out, x),
+            DType::BF16 => im2col_typed::<half::bf16>(&self.0, out, x),
+            DType::F16 => im2col_typed::<half::f16>(&self.0, out, x),
             _ => im2col_typed::<f32>(&self.0, out, x),
         }
     }
@@ -295,6 +297,8 @@ impl Function for Col2im {
         let [c] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => col2im_typed::<f64>(&self.0, out, c),
+            DType::BF16 => col2im_typed::<half::bf16>(&self.0, out, c),
+            DType::F16 => col2im_typed::<half::f16>(&self.0, out, c),
             _ => col2im_typed::<f32>(&self.0, out, c),
         }
     }
@@ -352,6 +356,26 @@ pub fn conv2d(
 ) -> Result<Tensor> {
     const OP: &str = "conv2d";
     let (stride, padding) = (stride.into(), padding.into());
+    // conv is on autocast's lower-precision list: inside an autocast
+    // region its floating operands are cast first (recorded casts, so f32
+    // parameters get f32 gradients), and the columns, the matmul and the
+    // output are in the 16-bit dtype
+    if tensorguard::autocast::is_autocast_enabled() {
+        let d = tensorguard::autocast::autocast_dtype();
+        let needs = |t: &Tensor| matches!(t.dtype(), DType::F32) && t.dtype() != d;
+        if needs(x) || needs(weight) || bias.is_some_and(needs) {
+            let cast = |t: &Tensor| {
+                if needs(t) {
+                    t.to_dtype(d)
+                } else {
+                    Ok(t.alias())
+                }
+            };
+            let (xc, wc) = (cast(x)?, cast(weight)?);
+            let bc = bias.map(cast).transpose()?;
+            return conv2d(&xc, &wc, bc.as_ref(), stride, padding);
+        }
+    }
     if x.ndim() == 3 {
         let y = conv2d(&x.unsqueeze(0)?, weight, bias, stride, padding)?;
         return y.squeeze_dim(0);

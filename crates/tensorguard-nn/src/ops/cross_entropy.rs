@@ -242,6 +242,8 @@ impl Function for CrossEntropy {
         let [logits, target] = operands(OP, ins)?;
         match out.dtype() {
             DType::F64 => forward_typed::<f64>(&self.0, out, logits, target),
+            DType::BF16 => forward_typed::<half::bf16>(&self.0, out, logits, target),
+            DType::F16 => forward_typed::<half::f16>(&self.0, out, logits, target),
             _ => forward_typed::<f32>(&self.0, out, logits, target),
         }
     }
@@ -310,6 +312,8 @@ impl Function for CrossEntropyGrad {
         let [grad, logits, target] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => backward_typed::<f64>(&self.0, out, grad, logits, target),
+            DType::BF16 => backward_typed::<half::bf16>(&self.0, out, grad, logits, target),
+            DType::F16 => backward_typed::<half::f16>(&self.0, out, grad, logits, target),
             _ => backward_typed::<f32>(&self.0, out, grad, logits, target),
         }
     }

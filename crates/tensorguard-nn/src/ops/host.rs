@@ -11,7 +11,8 @@ use tensorguard::{DType, Error, Result, Tensor};
 /// waking the pool would cost more than it saves.
 const PAR_WORK: usize = 1 << 15;
 
-/// The float element types the kernels compute in (f32 and f64).
+/// The float element types the kernels compute in: f32 and f64, and the
+/// 16-bit floats of autocast (converted to f64 where a kernel reduces).
 pub(crate) trait Real:
     HostElement
     + Copy
@@ -57,6 +58,26 @@ impl Real for f64 {
     }
 }
 
+macro_rules! real_half {
+    ($($t:ty),*) => {$(
+        impl Real for $t {
+            const ZERO: Self = <$t>::ZERO;
+            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    )*};
+}
+
+real_half!(half::f16, half::bf16);
+
 /// Run `f(index, chunk)` on each `chunk`-sized piece of `out` (the last
 /// may be shorter), in parallel when the whole is worth it. `work` is the
 /// number of elements of work the call does in all (reads and writes).
@@ -99,9 +120,12 @@ pub(crate) fn operands<'i, 'a, const N: usize>(
     })
 }
 
-/// `t` is f32 or f64 (the dtypes the kernels compute in).
+/// `t` is a floating dtype (f32, f64, or bf16/f16 as autocast makes them).
 pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
-    if matches!(t.dtype(), DType::F32 | DType::F64) {
+    if matches!(
+        t.dtype(),
+        DType::F32 | DType::F64 | DType::BF16 | DType::F16
+    ) {
         return Ok(());
     }
     Err(Error::DTypeMismatch {
@@ -109,7 +133,7 @@ pub(crate) fn check_float(op: &'static str, what: &str, t: &Tensor) -> Result<()
         expected: DType::F32,
         found: t.dtype(),
         message: format!(
-            "the {what} is {}, but the kernel computes in f32 or f64. Cast it with `.to_dtype(DType::F32)?`.",
+            "the {what} is {}, but the kernel computes in floating point (f32, f64, bf16 or f16). Cast it with `.to_dtype(DType::F32)?`.",
             t.dtype()
         ),
     })

@@ -186,6 +186,8 @@ impl Function for MaxPool2d {
         let [x] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => forward_typed::<f64>(&self.0, out, x),
+            DType::BF16 => forward_typed::<half::bf16>(&self.0, out, x),
+            DType::F16 => forward_typed::<half::f16>(&self.0, out, x),
             _ => forward_typed::<f32>(&self.0, out, x),
         }
     }
@@ -253,6 +255,8 @@ impl Function for MaxPool2dGrad {
         let [grad, x] = operands(self.name(), ins)?;
         match out.dtype() {
             DType::F64 => backward_typed::<f64>(&self.0, out, grad, x),
+            DType::BF16 => backward_typed::<half::bf16>(&self.0, out, grad, x),
+            DType::F16 => backward_typed::<half::f16>(&self.0, out, grad, x),
             _ => backward_typed::<f32>(&self.0, out, grad, x),
         }
     }

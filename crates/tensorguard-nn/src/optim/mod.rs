@@ -172,6 +172,11 @@ pub(crate) fn check_hyper(op: &'static str, checks: &[(&str, f64, bool)]) -> Res
     Ok(())
 }
 
-/// What every optimizer does after updating its parameters.
+/// What every optimizer does after updating its parameters: mark the
+/// optimizer step for autograd's retained-graph check (a graph that links
+/// one step's nodes to an earlier step's, like `total_loss += loss`, is
+/// warned about once it keeps growing).
 #[track_caller]
-pub(crate) fn after_step() {}
+pub(crate) fn after_step() {
+    tensorguard::autograd::mark_step();
+}

@@ -4,7 +4,7 @@
 use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 
-use super::iter::for_each_run;
+use super::iter::{for_each_run, gather_strided, map1};
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
@@ -124,6 +124,38 @@ fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
     });
 }
 
+/// bf16 has no gemm kernel: stage both operands as contiguous f32 (as
+/// PyTorch's CPU bf16 matmul accumulates in f32), multiply with gemm, and
+/// round the product into the output once.
+fn bf16_via_f32(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
+    let stage = |k: &KIn<'_>| -> (Vec<f32>, Layout) {
+        let mut v = Vec::with_capacity(k.layout.numel());
+        gather_strided::<bf16>(k.buf.typed(), k.layout, |x| v.push(x.to_f32()));
+        (v, Layout::contiguous(&k.layout.shape))
+    };
+    let ((af, al), (bf, bl)) = (stage(a), stage(b));
+    let ol = Layout::contiguous(&out.layout.shape);
+    let mut of = vec![0f32; ol.numel()];
+    gemm_typed::<f32>(
+        &mut KOut {
+            buf: bytemuck::cast_slice_mut(&mut of),
+            layout: &ol,
+            dtype: DType::F32,
+        },
+        &KIn {
+            buf: bytemuck::cast_slice(&af),
+            layout: &al,
+            dtype: DType::F32,
+        },
+        &KIn {
+            buf: bytemuck::cast_slice(&bf),
+            layout: &bl,
+            dtype: DType::F32,
+        },
+    );
+    map1::<f32, bf16>(out.buf.typed_mut(), out.layout, &of, &ol, bf16::from_f32);
+}
+
 fn naive<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, acc_float: bool) {
     let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
@@ -158,7 +190,7 @@ pub(crate) fn matmul(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()>
         DType::F32 => gemm_typed::<f32>(out, a, b),
         DType::F64 => gemm_typed::<f64>(out, a, b),
         DType::F16 => gemm_typed::<f16>(out, a, b),
-        DType::BF16 => naive::<bf16>(out, a, b, true),
+        DType::BF16 => bf16_via_f32(out, a, b),
         DType::I64 => naive::<i64>(out, a, b, false),
         DType::I32 => naive::<i32>(out, a, b, false),
         DType::U8 => naive::<u8>(out, a, b, false),
