@@ -32,3 +32,9 @@ pub use layers::{
     GELUTanh, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, Tanh, GELU,
 };
 pub use module::{Module, StateDict};
+
+/// The README's examples (the core's and the training loop), compiled and
+/// run as doc tests here, where both crates are in reach.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -3,42 +3,15 @@
 //! gradients (golden and finite differences), saved-tensor checks,
 //! no_grad, device errors, faults and memory, on the cpu and `emu:0`.
 
-use std::sync::Once;
-
 use tensorguard_nn::ops::bias_gelu;
 use tensorguard_nn::tensorguard::autograd::{
     self, gradcheck, Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec,
 };
-use tensorguard_nn::tensorguard::device::{self, EmulatedConfig};
+use tensorguard_nn::tensorguard::device::{self};
 use tensorguard_nn::tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
-fn emu() -> Device {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(1, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-    Device::Emulated(0)
-}
-
-/// The emulated devices are shared by this binary's tests, which check
-/// their live bytes: one test at a time uses them.
-fn lock_emu() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Each device test runs on the cpu and on `emu:0`, and ends with no
-/// memory left there.
-fn on_devices(case: fn(&Device) -> Result<()>) -> Result<()> {
-    case(&Device::Cpu)?;
-    let dev = emu();
-    let _one = lock_emu();
-    case(&dev)?;
-    device::synchronize(&dev)?;
-    assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
-    Ok(())
-}
+mod common;
+use common::{close, emu, lock_emu, on_devices};
 
 const X: [f64; 6] = [-3.0, -1.5, -0.2, 0.0, 0.7, 2.5];
 const B: [f64; 3] = [0.25, -0.5, 1.0];
@@ -63,17 +36,6 @@ const GX: [f64; 6] = [
 ];
 /// d sum(y) / db.
 const GB: [f64; 3] = [0.6734051735575621, 0.5713588925720812, 2.02200637481742];
-
-#[track_caller]
-fn close(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "element {k}: got {g}, want {w}"
-        );
-    }
-}
 
 fn leaves(dev: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
     let x = Tensor::from_slice(&X, [2, 3], dev)?

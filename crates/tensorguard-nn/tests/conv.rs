@@ -3,56 +3,14 @@
 //! initialisation, and a small CNN's forward and backward, on the cpu and
 //! `emu:0`.
 
-use std::sync::Once;
-
 use tensorguard_nn::ops::{conv2d, cross_entropy, max_pool2d, CrossEntropyOptions, Pair};
 use tensorguard_nn::tensorguard::autograd::{self, gradcheck};
-use tensorguard_nn::tensorguard::device::{self, EmulatedConfig};
+use tensorguard_nn::tensorguard::device::{self};
 use tensorguard_nn::tensorguard::{memory, DType, Device, Error, Result, Tensor};
 use tensorguard_nn::{Conv2d, Flatten, Linear, MaxPool2d, Module};
 
-fn emu() -> Device {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(1, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-    Device::Emulated(0)
-}
-
-/// The emulated device is shared by this binary's tests, which check its
-/// live bytes: one test at a time uses it.
-fn lock_emu() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Each device test runs on the cpu and on `emu:0`, and ends with no
-/// memory left there.
-fn on_devices(case: fn(&Device) -> Result<()>) -> Result<()> {
-    case(&Device::Cpu)?;
-    let dev = emu();
-    let _one = lock_emu();
-    case(&dev)?;
-    device::synchronize(&dev)?;
-    assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
-    Ok(())
-}
-
-fn f64s(t: &Tensor) -> Result<Vec<f64>> {
-    t.to_dtype(DType::F64)?.contiguous()?.to_vec::<f64>()
-}
-
-#[track_caller]
-fn close(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * (1.0 + w.abs()),
-            "element {k}: got {g}, want {w}"
-        );
-    }
-}
+mod common;
+use common::{close, emu, f64s, lock_emu, on_devices};
 
 /// `F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0))` with `x[i] =
 /// sin(0.7 i)` (`[1, 2, 4, 5]`), `w[i] = cos(0.3 i)` (`[3, 2, 3, 2]`), `b =
@@ -424,7 +382,7 @@ fn wrong_arguments_are_errors_with_a_message() -> Result<()> {
     message(
         conv2d(&x.to_dtype(DType::I64)?, &w, None, 1, 0).unwrap_err(),
         "conv2d",
-        "f32 or f64",
+        "floating point",
     );
     let b4 = Tensor::zeros([4], DType::F32, &cpu)?;
     message(

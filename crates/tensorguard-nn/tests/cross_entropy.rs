@@ -4,54 +4,13 @@
 //! out-of-range targets (an error on the cpu, a fault on `emu:0`) and
 //! argument errors.
 
-use std::sync::Once;
-
 use tensorguard_nn::ops::{cross_entropy, mse_loss, nll_loss, CrossEntropyOptions, Reduction};
 use tensorguard_nn::tensorguard::autograd::gradcheck;
-use tensorguard_nn::tensorguard::device::{self, EmulatedConfig};
+use tensorguard_nn::tensorguard::device::{self};
 use tensorguard_nn::tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
-fn emu() -> Device {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(1, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-    Device::Emulated(0)
-}
-
-/// The emulated device is shared by this binary's tests, which check its
-/// live bytes: one test at a time uses it.
-fn lock_emu() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Each device test runs on the cpu and on `emu:0`, and ends with no
-/// memory left there.
-fn on_devices(case: fn(&Device) -> Result<()>) -> Result<()> {
-    case(&Device::Cpu)?;
-    let dev = emu();
-    let _one = lock_emu();
-    case(&dev)?;
-    device::synchronize(&dev)?;
-    assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
-    Ok(())
-}
-
-fn f64s(t: &Tensor) -> Result<Vec<f64>> {
-    t.to_dtype(DType::F64)?.contiguous()?.to_vec::<f64>()
-}
-
-/// Equal within `tol`, NaN where the other is NaN.
-#[track_caller]
-fn close(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        let same = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(same, "element {k}: got {g}, want {w}");
-    }
-}
+mod common;
+use common::{close, emu, f64s, lock_emu, on_devices};
 
 /// `[4, 5]` logits.
 #[rustfmt::skip]
@@ -473,7 +432,7 @@ fn wrong_arguments_are_errors_with_a_message() -> Result<()> {
     message(
         cross_entropy(&x.to_dtype(DType::I64)?, &t, d).unwrap_err(),
         "cross_entropy",
-        "f32 or f64",
+        "floating point",
     );
     message(
         cross_entropy(&x, &t, opts(Reduction::Mean, 1.5, None)).unwrap_err(),

@@ -1,29 +1,16 @@
 //! Modules: names, state dicts, moving to a device, train/eval, and each
 //! layer's values against direct formulas (PyTorch's definitions).
 
-use std::sync::Once;
-
 use tensorguard_nn::ops::{gelu, GeluApproximate};
 use tensorguard_nn::tensorguard::autograd::{gradcheck, GradcheckOptions};
-use tensorguard_nn::tensorguard::device::{self, EmulatedConfig};
+use tensorguard_nn::tensorguard::device::{self};
 use tensorguard_nn::tensorguard::{manual_seed, memory, DType, Device, Result, Tensor};
 use tensorguard_nn::{
     BatchNorm, Dropout, Embedding, LayerNorm, Linear, Module, ReLU, Sequential, Tanh, GELU,
 };
 
-fn emu() -> Device {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(1, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-    Device::Emulated(0)
-}
-
-fn lock_emu() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
+mod common;
+use common::{emu, lock_emu};
 
 fn mlp(dev: &Device) -> Result<Sequential> {
     Ok(Sequential::new()

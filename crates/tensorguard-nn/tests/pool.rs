@@ -3,55 +3,13 @@
 //! reference, finite differences, strided inputs and errors, on the cpu and
 //! `emu:0`.
 
-use std::sync::Once;
-
 use tensorguard_nn::ops::{max_pool2d, Pair};
 use tensorguard_nn::tensorguard::autograd::gradcheck;
-use tensorguard_nn::tensorguard::device::{self, EmulatedConfig};
-use tensorguard_nn::tensorguard::{memory, DType, Device, Error, Result, Tensor};
+use tensorguard_nn::tensorguard::{DType, Device, Error, Result, Tensor};
 use tensorguard_nn::{Flatten, MaxPool2d, Module};
 
-fn emu() -> Device {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(1, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
-    });
-    Device::Emulated(0)
-}
-
-/// The emulated device is shared by this binary's tests, which check its
-/// live bytes: one test at a time uses it.
-fn lock_emu() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Each device test runs on the cpu and on `emu:0`, and ends with no
-/// memory left there.
-fn on_devices(case: fn(&Device) -> Result<()>) -> Result<()> {
-    case(&Device::Cpu)?;
-    let dev = emu();
-    let _one = lock_emu();
-    case(&dev)?;
-    device::synchronize(&dev)?;
-    assert_eq!(memory::allocated(&dev), 0, "{}", memory::summary(&dev));
-    Ok(())
-}
-
-fn f64s(t: &Tensor) -> Result<Vec<f64>> {
-    t.to_dtype(DType::F64)?.contiguous()?.to_vec::<f64>()
-}
-
-/// Equal within `tol`, NaN where the other is NaN.
-#[track_caller]
-fn close(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        let same = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(same, "element {k}: got {g}, want {w}");
-    }
-}
+mod common;
+use common::{close, f64s, on_devices};
 
 const NAN: f64 = f64::NAN;
 const NEG_INF: f64 = f64::NEG_INFINITY;
@@ -322,7 +280,7 @@ fn wrong_arguments_are_errors_with_a_message() -> Result<()> {
     message(
         max_pool2d(&x.to_dtype(DType::I64)?, 2, 2).unwrap_err(),
         "max_pool2d",
-        "f32 or f64",
+        "floating point",
     );
     message(
         MaxPool2d::new(2, Some(Pair(0, 1))).unwrap_err(),

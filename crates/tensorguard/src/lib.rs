@@ -63,11 +63,6 @@ pub use random::{default_generator, manual_seed, Generator, GeneratorState};
 pub use shape::{DimList, Shape, ShapeSpec};
 pub use tensor::{SliceRange, Tensor};
 
-/// The README's examples, compiled and run as doc tests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;
-
 /// The names most programs need: `use tensorguard::prelude::*;`.
 pub mod prelude {
     pub use crate::{DType, Device, Error, Result, Scalar, Tensor};

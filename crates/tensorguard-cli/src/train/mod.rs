@@ -16,11 +16,13 @@ use std::time::Instant;
 use tensorguard::autograd::no_grad;
 use tensorguard::{memory, transfer, DType, Device, Tensor};
 use tensorguard_nn::amp::GradScaler;
-use tensorguard_nn::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
+use tensorguard_nn::optim::{
+    Adam, AdamConfig, AdamW, ConstantLr, LrScheduler, Optimizer, Sgd, SgdConfig, WarmupCosine,
+};
 use tensorguard_nn::{Module, StateDict};
 
 pub use model::{ModelKind, Net};
-pub use options::{AmpKind, DatasetKind, OptimizerKind, TrainOptions};
+pub use options::{AmpKind, DatasetKind, OptimizerKind, ScheduleKind, TrainOptions};
 pub use report::{install_warning_capture, warnings_seen, EpochStats, TrainReport};
 
 use data::{Batches, Data};
@@ -70,6 +72,12 @@ fn check(opts: &TrainOptions) -> Res<()> {
 
 fn make_optimizer(opts: &TrainOptions, model: &Net) -> Res<Box<dyn Optimizer>> {
     let params = model.named_parameters();
+    // Adam's rate: PyTorch's 1e-3 for the MLP; the CNN reaches 91% on
+    // Fashion-MNIST in 4 epochs at 3e-3 (89.7% at 1e-3)
+    let adam_lr = opts.lr.unwrap_or(match opts.model {
+        ModelKind::Mlp => 1e-3,
+        ModelKind::Cnn => 3e-3,
+    });
     Ok(match opts.optimizer {
         OptimizerKind::Sgd => {
             let cfg = SgdConfig {
@@ -78,14 +86,8 @@ fn make_optimizer(opts: &TrainOptions, model: &Net) -> Res<Box<dyn Optimizer>> {
             };
             Box::new(tg(Sgd::new(params, cfg))?)
         }
-        OptimizerKind::Adam => Box::new(tg(Adam::new(
-            params,
-            AdamConfig::adam(opts.lr.unwrap_or(1e-3)),
-        ))?),
-        OptimizerKind::Adamw => Box::new(tg(AdamW::new(
-            params,
-            AdamConfig::adamw(opts.lr.unwrap_or(1e-3)),
-        ))?),
+        OptimizerKind::Adam => Box::new(tg(Adam::new(params, AdamConfig::adam(adam_lr)))?),
+        OptimizerKind::Adamw => Box::new(tg(AdamW::new(params, AdamConfig::adamw(adam_lr)))?),
     })
 }
 
@@ -101,6 +103,8 @@ struct Run {
     start_epoch: u64,
     /// The most memory the training steps of an epoch had allocated.
     peak_train: usize,
+    /// The learning rate the schedule starts from.
+    base_lr: f64,
 }
 
 /// Train as `opts` says and return the report (the CLI prints it).
@@ -135,7 +139,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     };
     let epochs = opts.epochs.unwrap_or(match opts.dataset {
         DatasetKind::Digits => 30,
-        DatasetKind::FashionMnist => 2,
+        DatasetKind::FashionMnist => 4,
     });
     let mut run = Run {
         opts: opts.clone(),
@@ -147,7 +151,9 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         epochs,
         start_epoch: 0,
         peak_train: 0,
+        base_lr: 0.0,
     };
+    run.base_lr = run.opt.lr();
     if let Some(path) = &opts.resume {
         run.resume(path)?;
     }
@@ -244,6 +250,17 @@ impl Run {
         let amp = self.opts.amp;
         let mut batches: Batches<'_> = self.data.train.epoch(epoch, micro)?;
         let n_batches = batches.len();
+        // the learning rate follows a warm-up then a cosine decay over the
+        // whole run, a closed form of the step, so a resumed run agrees
+        let steps_per_epoch = n_batches.div_ceil(accum) as u64;
+        let schedule = schedule(
+            self.opts.schedule,
+            self.base_lr,
+            self.epochs,
+            steps_per_epoch,
+        );
+        let mut step = epoch * steps_per_epoch;
+        self.opt.set_lr(schedule.lr_at(step));
         let bar = report::progress_bar(
             n_batches as u64,
             epoch + 1,
@@ -296,6 +313,8 @@ impl Run {
                 self.scaler.update();
                 tg(self.opt.zero_grad(true))?;
                 micro_in_step = 0;
+                step += 1;
+                self.opt.set_lr(schedule.lr_at(step));
             }
             if let Some(bar) = &bar {
                 bar.inc(1);
@@ -426,6 +445,24 @@ impl Run {
             ));
         }
         Ok(())
+    }
+}
+
+/// The run's learning-rate schedule: constant, or a linear warm-up over
+/// half an epoch then a cosine decay to 0 at the last step.
+fn schedule(
+    kind: ScheduleKind,
+    base: f64,
+    epochs: u64,
+    steps_per_epoch: u64,
+) -> Box<dyn LrScheduler> {
+    match kind {
+        ScheduleKind::Constant => Box::new(ConstantLr(base)),
+        ScheduleKind::Cosine => Box::new(WarmupCosine::new(
+            base,
+            steps_per_epoch / 2,
+            epochs * steps_per_epoch,
+        )),
     }
 }
 
