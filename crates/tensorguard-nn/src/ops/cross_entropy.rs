@@ -5,7 +5,7 @@
 //! and the reduction), which works from the saved logits and targets.
 
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
-use tensorguard::{DType, Error, Result, Tensor};
+use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use super::host::{
     check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands, Real,
@@ -340,7 +340,9 @@ impl Function for CrossEntropyGrad {
 /// gradient (and `1 / count` for the mean). A target that is neither a
 /// class nor the ignore index is an [`Error::IndexOutOfRange`] naming its
 /// row and value: the op's own error on the cpu, a `DeviceFault` at the next
-/// synchronisation on an emulated device. The logits are `f32` or `f64`;
+/// synchronisation on an emulated device. On a CUDA device the loss is
+/// composed of the core's ops instead (the fused kernels are host kernels),
+/// with the same values and gradients. The logits are floating point;
 /// per-class weights and probability targets are not supported.
 ///
 /// ```
@@ -372,5 +374,91 @@ pub fn cross_entropy(
             format!("label_smoothing is {eps}, but it must be between 0.0 and 1.0 (0.1 is usual)."),
         ));
     }
+    if matches!(logits.device(), Device::Cuda(_)) {
+        // the fused kernels are host kernels: on a GPU the same loss is
+        // composed of the core's ops (log_softmax, gather, reductions),
+        // each of which runs there, after the same checks
+        CrossEntropy(opts).output(&[logits, target])?;
+        return composed(logits, target, opts);
+    }
     CrossEntropy(opts).apply(&[logits, target])
+}
+
+/// `cross_entropy` from the core's ops, with the same semantics: the
+/// smoothed negative log-likelihood per row, ignored rows zeroed and left
+/// out of the mean's count.
+fn composed(logits: &Tensor, target: &Tensor, opts: CrossEntropyOptions) -> Result<Tensor> {
+    let eps = opts.label_smoothing;
+    let logp = logits.log_softmax(1)?;
+    let (valid, safe) = match opts.ignore_index {
+        Some(ig) => {
+            let valid = target.ne(ig)?;
+            let safe = Tensor::where_cond(&valid, target, 0)?;
+            (Some(valid.to_dtype(logp.dtype())?), safe)
+        }
+        None => (None, target.alias()),
+    };
+    let nll = logp.gather(1, &safe.unsqueeze(1)?)?.squeeze_dim(1)?.neg()?;
+    let mut loss = if eps > 0.0 {
+        nll.mul(1.0 - eps)?
+            .add(&logp.mean_dim(1, false)?.neg()?.mul(eps)?)?
+    } else {
+        nll
+    };
+    if let Some(v) = &valid {
+        loss = loss.mul(v)?;
+    }
+    match (opts.reduction, &valid) {
+        (Reduction::None, _) => Ok(loss),
+        (Reduction::Sum, _) => loss.sum(),
+        (Reduction::Mean, Some(v)) => loss.sum()?.div(&v.sum()?),
+        (Reduction::Mean, None) => loss.mean(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The composition used on GPUs equals the fused kernel, for every
+    /// reduction, with smoothing and an ignored row, values and gradients.
+    #[test]
+    fn the_composed_loss_equals_the_fused_kernel() -> Result<()> {
+        let dev = Device::Cpu;
+        let logits = Tensor::randn([5, 4], DType::F64, &dev)?;
+        let target = Tensor::from_vec(vec![0i64, 3, -100, 2, 1], [5], &dev)?;
+        for reduction in [Reduction::None, Reduction::Sum, Reduction::Mean] {
+            for eps in [0.0, 0.1] {
+                let opts = CrossEntropyOptions {
+                    reduction,
+                    label_smoothing: eps,
+                    ..Default::default()
+                };
+                let a = logits.detach().requires_grad(true)?;
+                let b = logits.detach().requires_grad(true)?;
+                let fa = CrossEntropy(opts).apply(&[&a, &target])?;
+                let fb = composed(&b, &target, opts)?;
+                let (va, vb) = (fa.to_vec::<f64>()?, fb.to_vec::<f64>()?);
+                for (x, y) in va.iter().zip(&vb) {
+                    assert!(
+                        (x - y).abs() < 1e-12,
+                        "{reduction:?} {eps}: {va:?} vs {vb:?}"
+                    );
+                }
+                fa.sum()?.backward()?;
+                fb.sum()?.backward()?;
+                let (ga, gb) = (
+                    a.grad().unwrap().to_vec::<f64>()?,
+                    b.grad().unwrap().to_vec::<f64>()?,
+                );
+                for (x, y) in ga.iter().zip(&gb) {
+                    assert!(
+                        (x - y).abs() < 1e-12,
+                        "{reduction:?} {eps}: grads {ga:?} vs {gb:?}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
