@@ -6,9 +6,9 @@
 
 use super::Optimizer;
 
-/// A learning-rate schedule: the rate at step `t` (counted from 0, one per
-/// call of [`step`](LrScheduler::step), usually one per epoch or per
-/// optimizer step).
+/// A learning-rate schedule: the rate at step `t` (counted from 0; a step
+/// is usually an epoch or an optimizer step), set with
+/// [`apply`](LrScheduler::apply).
 pub trait LrScheduler: Send {
     /// The learning rate at step `t`.
     fn lr_at(&self, t: u64) -> f64;
