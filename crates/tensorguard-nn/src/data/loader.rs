@@ -313,10 +313,9 @@ fn assemble(dataset: &dyn Dataset, plan: &Plan, b: usize, pin: bool) -> Result<H
     let mut shape = vec![indices.len()];
     shape.extend_from_slice(dataset.feature_shape());
     if pin {
-        // the core has no public way to write a slice into an existing
-        // pinned tensor, so the buffer goes through one host tensor
-        let xt = Tensor::from_slice(&x, shape.as_slice(), &Device::Cpu)?.pin_memory()?;
-        let yt = Tensor::from_slice(&y, [indices.len()], &Device::Cpu)?.pin_memory()?;
+        // one pass from the assembly buffer into pinned memory
+        let xt = Tensor::from_slice_pinned(&x, shape.as_slice())?;
+        let yt = Tensor::from_slice_pinned(&y, [indices.len()])?;
         Ok(HostBatch::Pinned { x: xt, y: yt })
     } else {
         Ok(HostBatch::Plain { x, y, shape })
