@@ -70,7 +70,8 @@ pub struct TrainOptions {
     /// The optimizer.
     #[arg(long, value_enum, default_value = "adam")]
     pub optimizer: OptimizerKind,
-    /// The learning-rate schedule.
+    /// The learning-rate schedule. The cosine schedule spans `--epochs`, so
+    /// resume with the `--epochs` the run started with to continue it exactly.
     #[arg(long, value_enum, default_value = "cosine")]
     pub schedule: ScheduleKind,
     /// Micro-batches per optimizer step (gradient accumulation).
