@@ -84,6 +84,7 @@ TORCH_INFO='{}'
 if [[ -n "$PY" ]]; then
     TORCH_INFO=$("$PY" scripts/bench_train_torch.py info --threads "$THREADS")
 fi
+printf '%s\n' "$TORCH_INFO" >"$WORK/torch_info.json"
 
 ARGS=(--warmup "$WARMUP" --steps "$STEPS" --batches 64,256)
 for r in $(seq 1 "$ROUNDS"); do
@@ -153,7 +154,7 @@ doc = {
     "versions": {"tensorguard": "$(git rev-parse --short HEAD)",
                  "rustc": "$(rustc --version)",
                  "candle": "$CANDLE_VERSION" or None,
-                 "torch": json.loads('''$TORCH_INFO''')},
+                 "torch": json.load(open("$WORK/torch_info.json"))},
     "settings": {"rounds": $ROUNDS, "steps": $STEPS, "warmup": $WARMUP,
                  "cnn_rounds": $CNN_ROUNDS, "cnn_limit": "$LIMIT" or None,
                  "torch_threads": $THREADS, "torch_skipped": "$TORCH_SKIP" or None,
