@@ -17,7 +17,9 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Error, Result, Tensor};
 
 use super::channel_bias::add_channel_bias;
-use super::host::{check_float, check_same_dtype, for_each_chunk, invalid, operands, Pair, Real};
+use super::host::{
+    check_float, check_same_dtype, check_window, for_each_chunk, invalid, operands, Pair, Real,
+};
 
 /// The geometry of one convolution: input planes, kernel, stride, padding
 /// and the output size they give.
@@ -41,20 +43,7 @@ impl Geom {
     /// the kernel, stride or padding cannot be used on it.
     fn new(op: &'static str, chw: [usize; 3], k: Pair, s: Pair, p: Pair) -> Result<Geom> {
         let [c, h, w] = chw;
-        if k.0 == 0 || k.1 == 0 {
-            return Err(invalid(
-                op,
-                format!(
-                    "the kernel size {k} has a zero; every kernel dimension must be at least 1."
-                ),
-            ));
-        }
-        if s.0 == 0 || s.1 == 0 {
-            return Err(invalid(
-                op,
-                format!("the stride {s} has a zero; a stride must be at least 1 (1 visits every position)."),
-            ));
-        }
+        check_window(op, k, s, "1 visits every position")?;
         let padded = |n: usize, p: usize| p.checked_mul(2).and_then(|p2| n.checked_add(p2));
         let (Some(hp), Some(wp)) = (padded(h, p.0), padded(w, p.1)) else {
             return Err(invalid(

@@ -8,7 +8,8 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use super::host::{
-    check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands, Real,
+    check_class_targets, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands,
+    Real,
 };
 use super::loss::Reduction;
 
@@ -177,36 +178,7 @@ fn backward_typed<T: Real>(
 
 /// The shapes of both kernels: logits `[N, C]`, targets `[N]` of i64.
 fn check(logits: &Tensor, target: &Tensor) -> Result<(usize, usize)> {
-    check_float(OP, "logits tensor", logits)?;
-    let &[n, c] = logits.shape() else {
-        return Err(invalid(
-            OP,
-            format!(
-                "the logits must be [N, C] (a row of class scores per sample), got shape {:?}. Flatten extra dimensions first, e.g. `logits.reshape([-1, C])?` with the targets flattened alike.",
-                logits.shape()
-            ),
-        ));
-    };
-    if target.dtype() != DType::I64 {
-        return Err(Error::DTypeMismatch {
-            op: OP,
-            expected: DType::I64,
-            found: target.dtype(),
-            message: format!(
-                "the targets are {}, but they must be class indices of dtype i64 (class probabilities are not supported). Cast them with `.to_dtype(DType::I64)?`.",
-                target.dtype()
-            ),
-        });
-    }
-    if target.shape() != [n] {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            lhs: logits.shape().to_vec(),
-            rhs: target.shape().to_vec(),
-            hint: format!("the targets must be [{n}], one class index per row of the logits."),
-        });
-    }
-    Ok((n, c))
+    check_class_targets(OP, "logits", logits, target)
 }
 
 /// The forward: (logits, target) -> the loss.

@@ -100,6 +100,64 @@ pub(crate) fn for_each_chunk<T: Send>(
 }
 
 /// An `InvalidArgument` error of `op`.
+/// A kernel (or pooling window) and a stride with no zero dimension;
+/// `hint` says what a usual stride is.
+pub(crate) fn check_window(op: &'static str, k: Pair, s: Pair, hint: &str) -> Result<()> {
+    if k.0 == 0 || k.1 == 0 {
+        return Err(invalid(
+            op,
+            format!("the kernel size {k} has a zero; every kernel dimension must be at least 1."),
+        ));
+    }
+    if s.0 == 0 || s.1 == 0 {
+        return Err(invalid(
+            op,
+            format!("the stride {s} has a zero; a stride must be at least 1 ({hint})."),
+        ));
+    }
+    Ok(())
+}
+
+/// Class-index targets for `[N, C]` scores: i64, of shape `[N]`; returns
+/// `(N, C)`. `what` names the scores (`logits`, `log-probabilities`).
+pub(crate) fn check_class_targets(
+    op: &'static str,
+    what: &str,
+    scores: &Tensor,
+    target: &Tensor,
+) -> Result<(usize, usize)> {
+    check_float(op, &format!("{what} tensor"), scores)?;
+    let &[n, c] = scores.shape() else {
+        return Err(invalid(
+            op,
+            format!(
+                "the {what} must be [N, C] (a row of class scores per sample), got shape {:?}. Flatten extra dimensions first, e.g. `.reshape([-1, C])?` with the targets flattened alike.",
+                scores.shape()
+            ),
+        ));
+    };
+    if target.dtype() != DType::I64 {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::I64,
+            found: target.dtype(),
+            message: format!(
+                "the targets are {}, but they must be class indices of dtype i64 (class probabilities are not supported). Cast them with `.to_dtype(DType::I64)?`.",
+                target.dtype()
+            ),
+        });
+    }
+    if target.shape() != [n] {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: scores.shape().to_vec(),
+            rhs: target.shape().to_vec(),
+            hint: format!("the targets must be [{n}], one class index per row of the {what}."),
+        });
+    }
+    Ok((n, c))
+}
+
 pub(crate) fn invalid(op: &'static str, message: String) -> Error {
     Error::InvalidArgument { op, message }
 }

@@ -2,9 +2,9 @@
 //! compositions of core ops (their gradients come from the core's
 //! autograd): `nll_loss` and `mse_loss`.
 
-use tensorguard::{DType, Error, Result, Tensor};
+use tensorguard::{Error, Result, Tensor};
 
-use super::host::{check_float, check_same_dtype, invalid};
+use super::host::{check_class_targets, check_float, check_same_dtype};
 
 /// How a loss combines its per-element values (PyTorch's `reduction=`
 /// strings `'none'`, `'mean'`, `'sum'`). The default is `Mean`.
@@ -44,35 +44,7 @@ impl Reduction {
 #[track_caller]
 pub fn nll_loss(log_probs: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     const OP: &str = "nll_loss";
-    check_float(OP, "log-probabilities tensor", log_probs)?;
-    let &[n, _] = log_probs.shape() else {
-        return Err(invalid(
-            OP,
-            format!(
-                "the log-probabilities must be [N, C], got shape {:?}. Flatten extra dimensions first.",
-                log_probs.shape()
-            ),
-        ));
-    };
-    if target.dtype() != DType::I64 {
-        return Err(Error::DTypeMismatch {
-            op: OP,
-            expected: DType::I64,
-            found: target.dtype(),
-            message: format!(
-                "the targets are {}, but they must be class indices of dtype i64. Cast them with `.to_dtype(DType::I64)?`.",
-                target.dtype()
-            ),
-        });
-    }
-    if target.shape() != [n] {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            lhs: log_probs.shape().to_vec(),
-            rhs: target.shape().to_vec(),
-            hint: format!("the targets must be [{n}], one class index per row."),
-        });
-    }
+    check_class_targets(OP, "log-probabilities", log_probs, target)?;
     let picked = log_probs
         .gather(1, &target.unsqueeze(1)?)?
         .squeeze_dim(1)?

@@ -8,8 +8,8 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::{
-    check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands, Pair,
-    Real,
+    check_float, check_same_dtype, check_window, for_each_chunk, invalid, no_double_backward,
+    operands, Pair, Real,
 };
 
 /// The geometry of one pooling: the input plane, the window and the step.
@@ -27,20 +27,7 @@ struct Geom {
 
 impl Geom {
     fn new(op: &'static str, h: usize, w: usize, k: Pair, s: Pair) -> Result<Geom> {
-        if k.0 == 0 || k.1 == 0 {
-            return Err(invalid(
-                op,
-                format!(
-                    "the kernel size {k} has a zero; every window dimension must be at least 1."
-                ),
-            ));
-        }
-        if s.0 == 0 || s.1 == 0 {
-            return Err(invalid(
-                op,
-                format!("the stride {s} has a zero; a stride must be at least 1 (the usual stride is the kernel size)."),
-            ));
-        }
+        check_window(op, k, s, "the usual stride is the kernel size")?;
         if h < k.0 || w < k.1 {
             return Err(invalid(
                 op,
