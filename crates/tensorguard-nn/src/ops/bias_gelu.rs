@@ -2,15 +2,11 @@
 //! custom op each: `gelu(x + b, approximate='tanh')` for a bias along the
 //! last dimension (the bias of a linear layer).
 
-use tensorguard::autograd::{
-    Function, FunctionCtx, HostElement, HostTensor, HostTensorMut, OutputSpec,
-};
+use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
 use tensorguard::{DType, Error, Result, Tensor};
 
-/// sqrt(2 / pi), as PyTorch's `M_SQRT2 * M_2_SQRTPI * 0.5`.
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-/// The cubic coefficient of the tanh approximation.
-const KAPPA: f64 = 0.044_715;
+use super::gelu::{gelu_f64, GeluApproximate};
+use super::host::{invalid, operands, Real};
 
 /// `gelu(x + b)` with GELU's tanh approximation, in one kernel, as
 /// `torch.nn.functional.gelu(x + b, approximate='tanh')`; its backward is
@@ -43,10 +39,6 @@ const KAPPA: f64 = 0.044_715;
 #[track_caller]
 pub fn bias_gelu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     BiasGelu.apply(&[x, b])
-}
-
-fn invalid(op: &'static str, message: String) -> Error {
-    Error::InvalidArgument { op, message }
 }
 
 /// The checks of both kernels: `x` of at least one dimension, a bias of
@@ -100,41 +92,6 @@ fn check(op: &'static str, x: &Tensor, b: &Tensor, rest: &[&Tensor]) -> Result<O
     })
 }
 
-/// The element types the kernels compute in.
-trait Real: HostElement + Copy {
-    fn to_f64(self) -> f64;
-    fn from_f64(v: f64) -> Self;
-}
-
-impl Real for f32 {
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-}
-
-impl Real for f64 {
-    fn to_f64(self) -> f64 {
-        self
-    }
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-}
-
-/// gelu_tanh(z) and its derivative, computed in f64 whatever the element
-/// type (rounded once when stored).
-fn gelu(z: f64) -> (f64, f64) {
-    let inner = SQRT_2_OVER_PI * (z + KAPPA * z * z * z);
-    let t = inner.tanh();
-    let y = 0.5 * z * (1.0 + t);
-    let dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * KAPPA * z * z);
-    let dy = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * dinner;
-    (y, dy)
-}
-
 /// out[i] = gelu(x[i] + b[i % n]), or with `grad`, out[i] = grad[i] *
 /// gelu'(x[i] + b[i % n]), for contiguous operands of one dtype.
 fn run<T: Real>(
@@ -147,7 +104,7 @@ fn run<T: Real>(
     let grad = grad.map(|g| g.contiguous::<T>()).transpose()?;
     let n = b.len().max(1);
     for (i, (o, &xv)) in out.contiguous_mut::<T>()?.iter_mut().zip(x).enumerate() {
-        let (y, dy) = gelu(xv.to_f64() + b[i % n].to_f64());
+        let (y, dy) = gelu_f64(xv.to_f64() + b[i % n].to_f64(), GeluApproximate::Tanh);
         *o = T::from_f64(match grad {
             None => y,
             Some(g) => g[i].to_f64() * dy,
@@ -166,21 +123,6 @@ fn run_any(
         DType::F64 => run::<f64>(out, x, b, grad),
         _ => run::<f32>(out, x, b, grad),
     }
-}
-
-fn operands<'i, 'a, const N: usize>(
-    op: &'static str,
-    ins: &'i [HostTensor<'a>],
-) -> Result<&'i [HostTensor<'a>; N]> {
-    ins.try_into().map_err(|_| {
-        invalid(
-            op,
-            format!(
-                "internal error: the kernel got {} operands instead of {N}.",
-                ins.len()
-            ),
-        )
-    })
 }
 
 /// The forward: inputs (x, b).

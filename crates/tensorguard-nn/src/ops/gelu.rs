@@ -19,7 +19,7 @@ const KAPPA: f64 = 0.044_715;
 const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 /// `gelu(x)` and its derivative, in f64.
-fn gelu_f64(x: f64, approx: GeluApproximate) -> (f64, f64) {
+pub(crate) fn gelu_f64(x: f64, approx: GeluApproximate) -> (f64, f64) {
     match approx {
         GeluApproximate::None => {
             let cdf = 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
