@@ -17,7 +17,7 @@ pub use lr::{ConstantLr, CosineAnnealingLr, LinearWarmup, LrScheduler, StepLr, W
 pub use sgd::{Sgd, SgdConfig};
 
 use tensorguard::autograd::no_grad;
-use tensorguard::{Error, Result, Tensor};
+use tensorguard::{DType, Error, Result, Tensor};
 
 use crate::StateDict;
 
@@ -80,10 +80,10 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64) -> Result<Tensor> {
                 .first()
                 .map(|p| p.device())
                 .unwrap_or(tensorguard::Device::Cpu);
-            return Tensor::zeros((), tensorguard::DType::F32, &dev);
+            return Tensor::zeros((), DType::F32, &dev);
         };
         let dev = first.device();
-        let mut total = Tensor::zeros((), tensorguard::DType::F32, &dev)?;
+        let mut total = Tensor::zeros((), DType::F32, &dev)?;
         for g in &grads {
             if g.device() != dev {
                 return Err(Error::InvalidArgument {
@@ -95,27 +95,18 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64) -> Result<Tensor> {
                     ),
                 });
             }
-            let g32 = g.to_dtype(tensorguard::DType::F32)?;
+            let g32 = g.to_dtype(DType::F32)?;
             total = total.add(&g32.mul(&g32)?.sum()?)?;
         }
         let norm = total.sqrt()?;
-        let coef = norm.add(1e-6)?.reciprocal_mul(max_norm)?.clamp_max(1.0)?;
+        let coef = Tensor::full((), max_norm, DType::F32, &dev)?
+            .div(&norm.add(1e-6)?)?
+            .clamp_max(1.0)?;
         for g in &grads {
             g.mul_(&coef.to_dtype(g.dtype())?)?;
         }
         Ok(norm)
     })
-}
-
-/// `max_norm / x` for a tensor `x`.
-trait ReciprocalMul {
-    fn reciprocal_mul(&self, k: f64) -> Result<Tensor>;
-}
-
-impl ReciprocalMul for Tensor {
-    fn reciprocal_mul(&self, k: f64) -> Result<Tensor> {
-        Tensor::full((), k, self.dtype(), &self.device())?.div(self)
-    }
 }
 
 /// The gradient of `p` plus `weight_decay * p` (L2 penalty as PyTorch's
