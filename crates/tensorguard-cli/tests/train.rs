@@ -221,6 +221,7 @@ fn bad_input_is_a_one_line_error() {
     fails_with(&["train", "--batch-size", "0"], "--batch-size");
     fails_with(&["train", "--accum-steps", "0"], "--accum-steps");
     fails_with(&["train", "--lr=-1"], "--lr");
+    fails_with(&["train", "--limit", "0"], "--limit");
     let bad = d.join("bad.safetensors");
     std::fs::write(&bad, b"not a checkpoint").unwrap();
     fails_with(

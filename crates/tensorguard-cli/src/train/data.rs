@@ -89,7 +89,6 @@ impl Source {
 fn limit(ds: TensorDataset, n: Option<usize>) -> Res<TensorDataset> {
     match n {
         Some(n) if n < ds.len() => tg(ds.subset(&(0..n).collect::<Vec<_>>())),
-        Some(0) => Err("--limit must be at least 1.".into()),
         _ => Ok(ds),
     }
 }

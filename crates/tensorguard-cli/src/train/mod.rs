@@ -64,6 +64,9 @@ fn check(opts: &TrainOptions) -> Res<()> {
             return Err(format!("--lr must be a positive number, got {lr}."));
         }
     }
+    if opts.limit == Some(0) {
+        return Err("--limit must be at least 1 (it is how many training examples to use).".into());
+    }
     if opts.epochs == Some(0) {
         return Err("--epochs must be at least 1.".into());
     }
