@@ -163,7 +163,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     let t0 = Instant::now();
     let ledger0 = transfer::stats_for(&dev);
     let sync0 = transfer::sync_stats();
-    let history = if opts.profile {
+    let history = if let Some(trace) = &opts.profile {
         let opts_p = tensorguard::profiler::ProfileOptions {
             profile_memory: true,
             ..Default::default()
@@ -171,14 +171,13 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         let (h, prof) = tg(tensorguard::profiler::profile(opts_p, || {
             run.train_epochs().map_err(tensorguard::Error::Device)
         }))?;
-        let trace = "train-trace.json";
         tg(prof.export_chrome_trace(trace))?;
         println!(
             "{}",
             prof.key_averages()
                 .table(tensorguard::profiler::SortBy::SelfCpuTimeTotal, 15)
         );
-        println!("chrome trace: {trace}");
+        println!("chrome trace: {}", trace.display());
         h
     } else {
         run.train_epochs()?
@@ -281,23 +280,9 @@ impl Run {
         while let Some(batch) = batches.next_batch()? {
             let (x, y) = batch;
             let b = y.numel();
-            let loss = {
-                let _ac = match amp {
-                    Some(AmpKind::Bf16) => Some(tg(tensorguard::autocast::autocast(DType::BF16))?),
-                    Some(AmpKind::F16) => Some(tg(tensorguard::autocast::autocast(DType::F16))?),
-                    None => None,
-                };
-                let logits = tg(self.model.forward(&x))?;
-                let logits = tg(logits.to_dtype(DType::F32))?;
-                tg(no_grad(|| -> tensorguard::Result<()> {
-                    correct.add_(&logits.argmax_dim(1, false)?.eq(&y)?.sum()?)?;
-                    Ok(())
-                }))?;
-                tg(data::loss(&logits, &y))?
-            };
-            tg(no_grad(|| {
-                loss_sum.add_(&loss.detach().mul(b as f64)?).map(|_| ())
-            }))?;
+            let logits = tg(forward_logits(&self.model, &x, amp))?;
+            let loss = tg(data::loss(&logits, &y))?;
+            tg(tally(&loss_sum, &correct, &loss, &logits, &y))?;
             // a micro-batch's loss is divided by the number of
             // micro-batches, so the accumulated gradient is the full
             // batch's (PyTorch's recipe)
@@ -351,22 +336,14 @@ impl Run {
             let mut seen = 0u64;
             let mut batches = test.epoch(0, 1000)?;
             while let Some((x, y)) = batches.next_batch()? {
-                let _ac = match amp {
-                    Some(AmpKind::Bf16) => Some(tg(tensorguard::autocast::autocast(DType::BF16))?),
-                    Some(AmpKind::F16) => Some(tg(tensorguard::autocast::autocast(DType::F16))?),
-                    None => None,
-                };
-                let logits = tg(tg(model.forward(&x))?.to_dtype(DType::F32))?;
+                let logits = tg(forward_logits(model, &x, amp))?;
                 let b = y.numel();
-                tg(loss_sum.add_(
-                    &tg(data::loss(&logits, &y))?
-                        .mul(b as f64)
-                        .map_err(|e| e.to_string())?,
-                ))?;
-                tg(correct.add_(
-                    &tg(tg(logits.argmax_dim(1, false))?.eq(&y))?
-                        .sum()
-                        .map_err(|e| e.to_string())?,
+                tg(tally(
+                    &loss_sum,
+                    &correct,
+                    &tg(data::loss(&logits, &y))?,
+                    &logits,
+                    &y,
                 ))?;
                 seen += b as u64;
             }
@@ -449,6 +426,33 @@ impl Run {
         }
         Ok(())
     }
+}
+
+/// The model's logits for `x` in f32, under autocast when `--amp` asks
+/// for it (the loss is on autocast's f32 list either way).
+fn forward_logits(model: &Net, x: &Tensor, amp: Option<AmpKind>) -> tensorguard::Result<Tensor> {
+    let _autocast = match amp {
+        Some(AmpKind::Bf16) => Some(tensorguard::autocast::autocast(DType::BF16)?),
+        Some(AmpKind::F16) => Some(tensorguard::autocast::autocast(DType::F16)?),
+        None => None,
+    };
+    model.forward(x)?.to_dtype(DType::F32)
+}
+
+/// Add a batch's summed loss and its count of correct predictions to the
+/// running sums, on the device, without a graph and without waiting.
+fn tally(
+    loss_sum: &Tensor,
+    correct: &Tensor,
+    loss: &Tensor,
+    logits: &Tensor,
+    y: &Tensor,
+) -> tensorguard::Result<()> {
+    no_grad(|| {
+        loss_sum.add_(&loss.detach().mul(y.numel() as f64)?)?;
+        correct.add_(&logits.argmax_dim(1, false)?.eq(y)?.sum()?)?;
+        Ok(())
+    })
 }
 
 /// The run's learning-rate schedule: constant, or a linear warm-up over

@@ -92,9 +92,10 @@ pub struct TrainOptions {
     /// Resume from a checkpoint written by `--save`.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Print the profiler's table and write a Chrome trace (`train-trace.json`).
-    #[arg(long)]
-    pub profile: bool,
+    /// Print the profiler's table and write a Chrome trace to this file
+    /// (default `train-trace.json`).
+    #[arg(long, value_name = "TRACE", num_args = 0..=1, default_missing_value = "train-trace.json")]
+    pub profile: Option<PathBuf>,
     /// Record the allocator's history and write a memory snapshot here.
     #[arg(long)]
     pub memory_snapshot: Option<PathBuf>,
@@ -130,7 +131,7 @@ impl Default for TrainOptions {
             seed: 0,
             save: None,
             resume: None,
-            profile: false,
+            profile: None,
             memory_snapshot: None,
             memory_fraction: None,
             metrics_json: None,
