@@ -240,3 +240,74 @@ fn bad_input_is_a_one_line_error() {
         "Out of memory",
     );
 }
+
+fn peak(d: &Path, name: &str, extra: &[&str]) -> u64 {
+    let m = d.join(format!("{name}.json"));
+    let mut args = vec![
+        "train",
+        "--model",
+        "cnn",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "512",
+        "--device",
+        "cpu",
+        "--metrics-json",
+        m.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = tg(&args);
+    assert!(o.status.success(), "{args:?}: {}", text(&o));
+    metrics(&m)["peak_device_bytes"].as_u64().unwrap()
+}
+
+/// `--amp`, `--checkpoint-activations`, `--profile TRACE` and
+/// `--memory-snapshot PATH` reach the library: autocast and checkpointing
+/// lower the training peak of the same CNN, the scaler runs with f16, and
+/// the trace and the snapshot are written and readable.
+#[test]
+fn mixed_precision_checkpointing_profile_and_snapshot_from_the_command_line() {
+    let d = dir("features");
+    let f32_peak = peak(&d, "f32", &[]);
+    let ckpt = peak(&d, "ckpt", &["--checkpoint-activations"]);
+    let bf16 = peak(&d, "bf16", &["--amp", "bf16"]);
+    assert!(ckpt < f32_peak, "checkpointing: {ckpt} vs {f32_peak}");
+    assert!(bf16 < f32_peak, "bf16 autocast: {bf16} vs {f32_peak}");
+
+    let (trace, snap, m) = (
+        d.join("trace.json"),
+        d.join("mem.pickle"),
+        d.join("f16.json"),
+    );
+    let o = tg(&[
+        "train",
+        "--limit",
+        "256",
+        "--epochs",
+        "1",
+        "--amp",
+        "f16",
+        "--profile",
+        trace.to_str().unwrap(),
+        "--memory-snapshot",
+        snap.to_str().unwrap(),
+        "--metrics-json",
+        m.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("Self CPU"),
+        "the profiler's table: {}",
+        text(&o)
+    );
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(t["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
+    let s = tensorguard::memory::read_snapshot(&snap).expect("the snapshot reads back");
+    assert!(
+        !s.device_traces.is_empty() && s.device_traces[0].len() > 10,
+        "allocator history recorded"
+    );
+    assert!(metrics(&m)["skipped_steps"].is_u64());
+}
