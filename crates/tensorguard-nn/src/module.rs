@@ -300,6 +300,34 @@ pub trait Module: Send + Sync {
     }
 }
 
+/// A layer's visitor over its own named tensors (`weight`, an optional
+/// `bias`, ...): `f` gets each present one with `prefix` before its name.
+pub(crate) fn visit_named<'a>(
+    prefix: &str,
+    items: impl IntoIterator<Item = (&'static str, Option<&'a Tensor>)>,
+    f: &mut dyn FnMut(&str, &Tensor),
+) {
+    for (name, t) in items {
+        if let Some(t) = t {
+            f(&format!("{prefix}{name}"), t);
+        }
+    }
+}
+
+/// [`visit_named`], mutably.
+pub(crate) fn visit_named_mut<'a>(
+    prefix: &str,
+    items: impl IntoIterator<Item = (&'static str, Option<&'a mut Tensor>)>,
+    f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
+) -> Result<()> {
+    for (name, t) in items {
+        if let Some(t) = t {
+            f(&format!("{prefix}{name}"), t)?;
+        }
+    }
+    Ok(())
+}
+
 impl<M: Module + ?Sized> Module for Box<M> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (**self).forward(x)

@@ -3,6 +3,7 @@
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use crate::init;
+use crate::module::{visit_named, visit_named_mut};
 use crate::ops::{conv2d, Pair};
 use crate::Module;
 
@@ -129,10 +130,8 @@ impl Module for Conv2d {
     }
 
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            f(&format!("{prefix}bias"), b);
-        }
+        let items = [("weight", Some(&self.weight)), ("bias", self.bias.as_ref())];
+        visit_named(prefix, items, f)
     }
 
     fn visit_params_mut(
@@ -140,11 +139,11 @@ impl Module for Conv2d {
         prefix: &str,
         f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
     ) -> Result<()> {
-        f(&format!("{prefix}weight"), &mut self.weight)?;
-        if let Some(b) = &mut self.bias {
-            f(&format!("{prefix}bias"), b)?;
-        }
-        Ok(())
+        let items = [
+            ("weight", Some(&mut self.weight)),
+            ("bias", self.bias.as_mut()),
+        ];
+        visit_named_mut(prefix, items, f)
     }
 
     fn describe(&self) -> String {

@@ -3,6 +3,7 @@
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use crate::init;
+use crate::module::{visit_named, visit_named_mut};
 use crate::Module;
 
 /// A fully connected layer (PyTorch's `nn.Linear`): `y = x @ weight.T +
@@ -119,10 +120,8 @@ impl Module for Linear {
     }
 
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        if let Some(b) = &self.bias {
-            f(&format!("{prefix}bias"), b);
-        }
+        let items = [("weight", Some(&self.weight)), ("bias", self.bias.as_ref())];
+        visit_named(prefix, items, f)
     }
 
     fn visit_params_mut(
@@ -130,11 +129,11 @@ impl Module for Linear {
         prefix: &str,
         f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
     ) -> Result<()> {
-        f(&format!("{prefix}weight"), &mut self.weight)?;
-        if let Some(b) = &mut self.bias {
-            f(&format!("{prefix}bias"), b)?;
-        }
-        Ok(())
+        let items = [
+            ("weight", Some(&mut self.weight)),
+            ("bias", self.bias.as_mut()),
+        ];
+        visit_named_mut(prefix, items, f)
     }
 
     fn describe(&self) -> String {

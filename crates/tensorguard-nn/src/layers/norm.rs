@@ -3,6 +3,7 @@
 use tensorguard::autograd::no_grad;
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
+use crate::module::{visit_named, visit_named_mut};
 use crate::Module;
 
 /// Normalises over the last `normalized_shape.len()` dimensions, then
@@ -84,21 +85,22 @@ impl Module for LayerNorm {
         }
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
-        if let (Some(w), Some(b)) = (&self.weight, &self.bias) {
-            f(&format!("{prefix}weight"), w);
-            f(&format!("{prefix}bias"), b);
-        }
+        let items = [
+            ("weight", self.weight.as_ref()),
+            ("bias", self.bias.as_ref()),
+        ];
+        visit_named(prefix, items, f)
     }
     fn visit_params_mut(
         &mut self,
         prefix: &str,
         f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
     ) -> Result<()> {
-        if let (Some(w), Some(b)) = (&mut self.weight, &mut self.bias) {
-            f(&format!("{prefix}weight"), w)?;
-            f(&format!("{prefix}bias"), b)?;
-        }
-        Ok(())
+        let items = [
+            ("weight", self.weight.as_mut()),
+            ("bias", self.bias.as_mut()),
+        ];
+        visit_named_mut(prefix, items, f)
     }
     fn describe(&self) -> String {
         format!("LayerNorm({:?}, eps={})", self.shape, self.eps)
@@ -229,36 +231,39 @@ impl Module for BatchNorm {
             .add(&shift.view(bshape)?)
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        f(&format!("{prefix}bias"), &self.bias);
+        let items = [("weight", Some(&self.weight)), ("bias", Some(&self.bias))];
+        visit_named(prefix, items, f)
     }
     fn visit_params_mut(
         &mut self,
         prefix: &str,
         f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
     ) -> Result<()> {
-        f(&format!("{prefix}weight"), &mut self.weight)?;
-        f(&format!("{prefix}bias"), &mut self.bias)
+        let items = [
+            ("weight", Some(&mut self.weight)),
+            ("bias", Some(&mut self.bias)),
+        ];
+        visit_named_mut(prefix, items, f)
     }
     fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
-        f(&format!("{prefix}running_mean"), &self.running_mean);
-        f(&format!("{prefix}running_var"), &self.running_var);
-        f(
-            &format!("{prefix}num_batches_tracked"),
-            &self.num_batches_tracked,
-        );
+        let items = [
+            ("running_mean", Some(&self.running_mean)),
+            ("running_var", Some(&self.running_var)),
+            ("num_batches_tracked", Some(&self.num_batches_tracked)),
+        ];
+        visit_named(prefix, items, f)
     }
     fn visit_buffers_mut(
         &mut self,
         prefix: &str,
         f: &mut dyn FnMut(&str, &mut Tensor) -> Result<()>,
     ) -> Result<()> {
-        f(&format!("{prefix}running_mean"), &mut self.running_mean)?;
-        f(&format!("{prefix}running_var"), &mut self.running_var)?;
-        f(
-            &format!("{prefix}num_batches_tracked"),
-            &mut self.num_batches_tracked,
-        )
+        let items = [
+            ("running_mean", Some(&mut self.running_mean)),
+            ("running_var", Some(&mut self.running_var)),
+            ("num_batches_tracked", Some(&mut self.num_batches_tracked)),
+        ];
+        visit_named_mut(prefix, items, f)
     }
     fn set_training(&mut self, on: bool) {
         self.training = on;
