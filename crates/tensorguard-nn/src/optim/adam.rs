@@ -1,9 +1,8 @@
 //! Adam and AdamW.
 
-use tensorguard::autograd::no_grad;
 use tensorguard::{Error, Result, Tensor};
 
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_each, Optimizer};
 use crate::StateDict;
 
 /// [`Adam`]'s and [`AdamW`]'s hyper-parameters.
@@ -122,38 +121,34 @@ impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
         let c = self.cfg;
         let (b1, b2) = c.betas;
-        no_grad(|| -> Result<()> {
-            for ((_, p), st) in self.params.iter().zip(&mut self.state) {
-                let Some(g) = p.grad() else { continue };
-                let g = if self.decoupled {
-                    if c.weight_decay != 0.0 {
-                        p.mul_(1.0 - c.lr * c.weight_decay)?;
-                    }
-                    g
-                } else {
-                    grad_with_decay(p, &g, c.weight_decay)?
-                };
-                let m = match st {
-                    Some(m) => m,
-                    None => st.insert(Moments {
-                        exp_avg: p.zeros_like()?,
-                        exp_avg_sq: p.zeros_like()?,
-                        step: 0,
-                    }),
-                };
-                m.step += 1;
-                let t = m.step as i32;
-                m.exp_avg.mul_(b1)?.add_(&g.mul(1.0 - b1)?)?;
-                m.exp_avg_sq.mul_(b2)?.add_(&g.mul(&g)?.mul(1.0 - b2)?)?;
-                let bc1 = 1.0 - b1.powi(t);
-                let bc2 = 1.0 - b2.powi(t);
-                let denom = m.exp_avg_sq.sqrt()?.div_(bc2.sqrt())?.add_(c.eps)?.alias();
-                p.sub_(&m.exp_avg.div(&denom)?.mul_(c.lr / bc1)?.alias())?;
-            }
+        let decoupled = self.decoupled;
+        step_each(&self.params, &mut self.state, |p, g, st| {
+            let g = if decoupled {
+                if c.weight_decay != 0.0 {
+                    p.mul_(1.0 - c.lr * c.weight_decay)?;
+                }
+                g
+            } else {
+                grad_with_decay(p, &g, c.weight_decay)?
+            };
+            let m = match st {
+                Some(m) => m,
+                None => st.insert(Moments {
+                    exp_avg: p.zeros_like()?,
+                    exp_avg_sq: p.zeros_like()?,
+                    step: 0,
+                }),
+            };
+            m.step += 1;
+            let t = m.step as i32;
+            m.exp_avg.mul_(b1)?.add_(&g.mul(1.0 - b1)?)?;
+            m.exp_avg_sq.mul_(b2)?.add_(&g.mul(&g)?.mul(1.0 - b2)?)?;
+            let bc1 = 1.0 - b1.powi(t);
+            let bc2 = 1.0 - b2.powi(t);
+            let denom = m.exp_avg_sq.sqrt()?.div_(bc2.sqrt())?.add_(c.eps)?.alias();
+            p.sub_(&m.exp_avg.div(&denom)?.mul_(c.lr / bc1)?.alias())?;
             Ok(())
-        })?;
-        super::after_step();
-        Ok(())
+        })
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params

@@ -163,11 +163,24 @@ pub(crate) fn check_hyper(op: &'static str, checks: &[(&str, f64, bool)]) -> Res
     Ok(())
 }
 
-/// What every optimizer does after updating its parameters: mark the
-/// optimizer step for autograd's retained-graph check (a graph that links
-/// one step's nodes to an earlier step's, like `total_loss += loss`, is
-/// warned about once it keeps growing).
-#[track_caller]
-pub(crate) fn after_step() {
+/// One optimizer step: `update(param, grad, state)` for every parameter
+/// that has a gradient, under `no_grad`; then the step is marked for
+/// autograd's retained-graph check (a graph that links one step's nodes to
+/// an earlier step's, like `total_loss += loss`, is warned about once it
+/// keeps growing).
+pub(crate) fn step_each<S>(
+    params: &[(String, Tensor)],
+    states: &mut [S],
+    mut update: impl FnMut(&Tensor, Tensor, &mut S) -> Result<()>,
+) -> Result<()> {
+    no_grad(|| -> Result<()> {
+        for ((_, p), st) in params.iter().zip(states) {
+            if let Some(g) = p.grad() {
+                update(p, g, st)?;
+            }
+        }
+        Ok(())
+    })?;
     tensorguard::autograd::mark_step();
+    Ok(())
 }

@@ -1,9 +1,8 @@
 //! Stochastic gradient descent with momentum, Nesterov and weight decay.
 
-use tensorguard::autograd::no_grad;
 use tensorguard::{Result, Tensor};
 
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_each, Optimizer};
 use crate::StateDict;
 
 /// [`Sgd`]'s hyper-parameters (PyTorch's defaults: no momentum, no
@@ -81,30 +80,25 @@ impl Sgd {
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         let c = self.cfg;
-        no_grad(|| -> Result<()> {
-            for ((_, p), buf) in self.params.iter().zip(&mut self.bufs) {
-                let Some(g) = p.grad() else { continue };
-                let mut d = grad_with_decay(p, &g, c.weight_decay)?;
-                if c.momentum != 0.0 {
-                    let b = match buf {
-                        None => buf.insert(d.clone()?),
-                        Some(b) => {
-                            b.mul_(c.momentum)?.add_(&d.mul(1.0 - c.dampening)?)?;
-                            b
-                        }
-                    };
-                    d = if c.nesterov {
-                        d.add(&b.mul(c.momentum)?)?
-                    } else {
-                        b.alias()
-                    };
-                }
-                p.sub_(&d.mul(c.lr)?)?;
+        step_each(&self.params, &mut self.bufs, |p, g, buf| {
+            let mut d = grad_with_decay(p, &g, c.weight_decay)?;
+            if c.momentum != 0.0 {
+                let b = match buf {
+                    None => buf.insert(d.clone()?),
+                    Some(b) => {
+                        b.mul_(c.momentum)?.add_(&d.mul(1.0 - c.dampening)?)?;
+                        b
+                    }
+                };
+                d = if c.nesterov {
+                    d.add(&b.mul(c.momentum)?)?
+                } else {
+                    b.alias()
+                };
             }
+            p.sub_(&d.mul(c.lr)?)?;
             Ok(())
-        })?;
-        super::after_step();
-        Ok(())
+        })
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params
