@@ -8,7 +8,8 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::{
-    check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands, Real,
+    arity, check_float, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands,
+    Real,
 };
 
 /// The maps' `(N, C, L)`, checked against the bias (`[C]`).
@@ -81,12 +82,7 @@ impl Function for ChannelBias {
         "channel_bias"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [y, b] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!("takes the maps and the bias, not {} tensors.", inputs.len()),
-            ));
-        };
+        let &[y, b] = arity(self.name(), inputs, "the maps and the bias")?;
         check(self.name(), y, b)?;
         Ok(OutputSpec {
             shape: y.shape().to_vec(),
@@ -118,12 +114,7 @@ impl Function for ChannelSum {
         "channel_sum"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [g] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!("takes one input, not {} tensors.", inputs.len()),
-            ));
-        };
+        let &[g] = arity(self.name(), inputs, "one input")?;
         check_float(self.name(), "input", g)?;
         match *g.shape() {
             [_, c, _] => Ok(OutputSpec {

@@ -18,7 +18,8 @@ use tensorguard::{DType, Error, Result, Tensor};
 
 use super::channel_bias::add_channel_bias;
 use super::host::{
-    check_float, check_same_dtype, check_window, for_each_chunk, invalid, operands, Pair, Real,
+    arity, check_float, check_same_dtype, check_window, for_each_chunk, invalid, operands, Pair,
+    Real,
 };
 
 /// The geometry of one convolution: input planes, kernel, stride, padding
@@ -219,12 +220,7 @@ impl Function for Im2col {
         "im2col"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [x] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!("takes one input, not {} tensors.", inputs.len()),
-            ));
-        };
+        let &[x] = arity(self.name(), inputs, "one input")?;
         check_float(self.name(), "input", x)?;
         let n = check_images(self.name(), &self.0, x)?;
         Ok(OutputSpec {
@@ -257,12 +253,7 @@ impl Function for Col2im {
         "col2im"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [c] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!("takes one input, not {} tensors.", inputs.len()),
-            ));
-        };
+        let &[c] = arity(self.name(), inputs, "one input")?;
         check_float(self.name(), "input", c)?;
         let g = &self.0;
         match *c.shape() {

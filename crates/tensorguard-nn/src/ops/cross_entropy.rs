@@ -8,8 +8,8 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use super::host::{
-    check_class_targets, check_same_dtype, for_each_chunk, invalid, no_double_backward, operands,
-    Real,
+    arity, check_class_targets, check_same_dtype, for_each_chunk, invalid, no_double_backward,
+    operands, Real,
 };
 use super::loss::Reduction;
 
@@ -192,15 +192,7 @@ impl Function for CrossEntropy {
         OP
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [logits, target] = inputs else {
-            return Err(invalid(
-                OP,
-                format!(
-                    "takes the logits and the targets, not {} tensors.",
-                    inputs.len()
-                ),
-            ));
-        };
+        let &[logits, target] = arity(self.name(), inputs, "the logits and the targets")?;
         let (n, _) = check(logits, target)?;
         Ok(OutputSpec {
             shape: match self.0.reduction {
@@ -252,15 +244,11 @@ impl Function for CrossEntropyGrad {
         "cross_entropy_backward"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [grad, logits, target] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!(
-                    "takes the gradient, the logits and the targets, not {} tensors.",
-                    inputs.len()
-                ),
-            ));
-        };
+        let &[grad, logits, target] = arity(
+            self.name(),
+            inputs,
+            "the gradient, the logits and the targets",
+        )?;
         let (n, _) = check(logits, target)?;
         check_same_dtype(self.name(), "gradient", grad, "logits tensor", logits)?;
         let want: &[usize] = match self.0.reduction {

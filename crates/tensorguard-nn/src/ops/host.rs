@@ -162,6 +162,18 @@ pub(crate) fn invalid(op: &'static str, message: String) -> Error {
     Error::InvalidArgument { op, message }
 }
 
+/// A custom op's inputs, as the fixed number it takes; `what` names them
+/// for the error (`"one input"`).
+pub(crate) fn arity<'i, 'a, const N: usize>(
+    op: &'static str,
+    inputs: &'i [&'a Tensor],
+    what: &str,
+) -> Result<&'i [&'a Tensor; N]> {
+    inputs
+        .try_into()
+        .map_err(|_| invalid(op, format!("takes {what}, not {} tensors.", inputs.len())))
+}
+
 /// The operands of a kernel, as the fixed number it was declared with.
 pub(crate) fn operands<'i, 'a, const N: usize>(
     op: &'static str,

@@ -8,8 +8,8 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::{
-    check_float, check_same_dtype, check_window, for_each_chunk, invalid, no_double_backward,
-    operands, Pair, Real,
+    arity, check_float, check_same_dtype, check_window, for_each_chunk, invalid,
+    no_double_backward, operands, Pair, Real,
 };
 
 /// The geometry of one pooling: the input plane, the window and the step.
@@ -156,12 +156,7 @@ impl Function for MaxPool2d {
         "max_pool2d"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [x] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!("takes one input, not {} tensors.", inputs.len()),
-            ));
-        };
+        let &[x] = arity(self.name(), inputs, "one input")?;
         check_float(self.name(), "input", x)?;
         let (n, c) = plane_shape(self.name(), &self.0, x)?;
         Ok(OutputSpec {
@@ -210,15 +205,7 @@ impl Function for MaxPool2dGrad {
         "max_pool2d_backward"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        let [grad, x] = inputs else {
-            return Err(invalid(
-                self.name(),
-                format!(
-                    "takes the gradient and the input, not {} tensors.",
-                    inputs.len()
-                ),
-            ));
-        };
+        let &[grad, x] = arity(self.name(), inputs, "the gradient and the input")?;
         check_float(self.name(), "input", x)?;
         check_same_dtype(self.name(), "gradient", grad, "input", x)?;
         let (n, c) = plane_shape(self.name(), &self.0, x)?;
