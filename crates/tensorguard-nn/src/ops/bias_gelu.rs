@@ -38,6 +38,10 @@ use super::host::{invalid, operands, Real};
 /// ```
 #[track_caller]
 pub fn bias_gelu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if super::composed::on_device(x) {
+        check("bias_gelu", x, b, &[])?;
+        return super::composed::gelu_tanh(&x.add(b)?);
+    }
     BiasGelu.apply(&[x, b])
 }
 

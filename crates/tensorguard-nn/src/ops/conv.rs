@@ -17,6 +17,7 @@ use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, Ou
 use tensorguard::{DType, Error, Result, Tensor};
 
 use super::channel_bias::add_channel_bias;
+use super::composed::{self, Windows};
 use super::host::{
     arity, check_float, check_same_dtype, check_window, for_each_chunk, invalid, operands, Pair,
     Real,
@@ -73,6 +74,22 @@ impl Geom {
             oh: (hp - k.0) / s.0 + 1,
             ow: (wp - k.1) / s.1 + 1,
         })
+    }
+
+    /// The window geometry of one plane, for the composed version.
+    fn windows(&self) -> Windows {
+        Windows {
+            h: self.h,
+            w: self.w,
+            kh: self.kh,
+            kw: self.kw,
+            sh: self.sh,
+            sw: self.sw,
+            ph: self.ph,
+            pw: self.pw,
+            oh: self.oh,
+            ow: self.ow,
+        }
     }
 
     /// Rows of the columns of one image: `C * kH * kW`.
@@ -414,15 +431,19 @@ pub fn conv2d(
         }
     }
     let g = Geom::new(OP, [c, h, w], Pair(kh, kw), stride, padding)?;
+    let on_device = composed::on_device(x);
     let cols = if (kh, kw, g.sh, g.sw, g.ph, g.pw) == (1, 1, 1, 1, 0, 0) {
         // a 1x1 convolution's columns are the input itself
         x.reshape([n, c, h * w])?
+    } else if on_device {
+        composed::im2col(x, c, &g.windows())?
     } else {
         Im2col(g).apply(&[x])?
     };
     let w2 = weight.reshape([c_out, c * kh * kw])?;
     let y = w2.matmul(&cols)?;
     let y = match bias {
+        Some(b) if on_device => composed::channel_bias(&y, b)?,
         Some(b) => add_channel_bias(&y, b)?,
         None => y,
     };

@@ -5,7 +5,7 @@
 //! and the reduction), which works from the saved logits and targets.
 
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
-use tensorguard::{DType, Device, Error, Result, Tensor};
+use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::{
     arity, check_class_targets, check_same_dtype, for_each_chunk, invalid, no_double_backward,
@@ -334,7 +334,7 @@ pub fn cross_entropy(
             format!("label_smoothing is {eps}, but it must be between 0.0 and 1.0 (0.1 is usual)."),
         ));
     }
-    if matches!(logits.device(), Device::Cuda(_)) {
+    if super::composed::on_device(logits) {
         // the fused kernels are host kernels: on a GPU the same loss is
         // composed of the core's ops (log_softmax, gather, reductions),
         // each of which runs there, after the same checks
@@ -384,7 +384,7 @@ mod tests {
     /// reduction, with smoothing and an ignored row, values and gradients.
     #[test]
     fn the_composed_loss_equals_the_fused_kernel() -> Result<()> {
-        let dev = Device::Cpu;
+        let dev = tensorguard::Device::Cpu;
         let logits = Tensor::randn([5, 4], DType::F64, &dev)?;
         let target = Tensor::from_vec(vec![0i64, 3, -100, 2, 1], [5], &dev)?;
         for reduction in [Reduction::None, Reduction::Sum, Reduction::Mean] {

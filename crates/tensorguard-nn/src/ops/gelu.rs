@@ -54,6 +54,12 @@ pub(crate) fn gelu_f64(x: f64, approx: GeluApproximate) -> (f64, f64) {
 /// ```
 #[track_caller]
 pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor> {
+    if super::composed::on_device(x) {
+        return match approximate {
+            GeluApproximate::None => super::composed::gelu_erf(x),
+            GeluApproximate::Tanh => super::composed::gelu_tanh(x),
+        };
+    }
     Gelu(approximate).apply(&[x])
 }
 

@@ -7,11 +7,12 @@
 //! and [`mse_loss`], compositions) take PyTorch's `torch.nn.functional`
 //! arguments. Their kernels are host kernels (safe Rust, split over the
 //! rayon pool when the work is large): they run on the cpu and on emulated
-//! devices; on a CUDA device they are an error naming the op and the device
-//! until they get `Function::forward_device` kernels.
+//! devices. On a CUDA device each is composed of the core's ops instead
+//! (`composed`), which have device kernels and autograd of their own.
 
 mod bias_gelu;
 mod channel_bias;
+mod composed;
 mod conv;
 mod cross_entropy;
 mod gelu;

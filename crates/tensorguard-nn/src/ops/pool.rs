@@ -274,7 +274,7 @@ pub fn max_pool2d(
     if x.ndim() == 3 {
         return max_pool2d(&x.unsqueeze(0)?, k, s)?.squeeze_dim(0);
     }
-    let &[_, _, h, w] = x.shape() else {
+    let &[_, c, h, w] = x.shape() else {
         return Err(invalid(
             OP,
             format!(
@@ -284,5 +284,21 @@ pub fn max_pool2d(
         ));
     };
     check_float(OP, "input", x)?;
-    MaxPool2d(Geom::new(OP, h, w, k, s)?).apply(&[x])
+    let g = Geom::new(OP, h, w, k, s)?;
+    if super::composed::on_device(x) {
+        let windows = super::composed::Windows {
+            h,
+            w,
+            kh: g.kh,
+            kw: g.kw,
+            sh: g.sh,
+            sw: g.sw,
+            ph: 0,
+            pw: 0,
+            oh: g.oh,
+            ow: g.ow,
+        };
+        return super::composed::max_pool2d(x, c, &windows);
+    }
+    MaxPool2d(g).apply(&[x])
 }
