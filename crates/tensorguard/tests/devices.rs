@@ -289,8 +289,13 @@ fn environment_variable_configures_devices() {
         (None, "4294967296,4294967296"),
     ] {
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["--ignored", "--exact", "env_child", "--test-threads=1"])
-            .env("TG_EXPECT", expect);
+        cmd.args([
+            "--ignored",
+            "--exact",
+            &common::child_test_name!("env_child"),
+            "--test-threads=1",
+        ])
+        .env("TG_EXPECT", expect);
         match env {
             Some(v) => cmd.env("TENSORGUARD_EMULATED", v),
             None => cmd.env_remove("TENSORGUARD_EMULATED"),

@@ -986,7 +986,11 @@ fn escaping_error_child() -> Result<()> {
 fn an_error_escaping_main_prints_its_explanation() -> Result<()> {
     let exe = std::env::current_exe().expect("the test binary");
     let out = std::process::Command::new(exe)
-        .args(["--ignored", "--exact", "escaping_error_child"])
+        .args([
+            "--ignored",
+            "--exact",
+            &common::child_test_name!("escaping_error_child"),
+        ])
         .output()
         .expect("run the child test");
     let text = String::from_utf8_lossy(&out.stdout);

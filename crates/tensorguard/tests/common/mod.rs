@@ -7,12 +7,19 @@ use tensorguard::device::{self, EmulatedConfig};
 use tensorguard::{memory, Device};
 
 /// Configure `count` emulated devices of 1 GiB once per test process,
-/// before any test uses them.
+/// before any test uses them. In `tests/gpu_suite.rs`, which holds several
+/// test files and so several copies of this module, another copy may have
+/// configured them first: that is fine when it configured at least `count`.
 pub fn setup_emulated(count: usize) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        device::configure_emulated(EmulatedConfig::uniform(count, 1 << 30))
-            .expect("the emulated devices are configured before any test uses them");
+        if let Err(e) = device::configure_emulated(EmulatedConfig::uniform(count, 1 << 30)) {
+            let have = device::count(device::DeviceKind::Emulated);
+            assert!(
+                have >= count,
+                "the emulated devices are configured before any test uses them ({have} configured, {count} wanted): {e}"
+            );
+        }
     });
 }
 
@@ -28,6 +35,21 @@ pub fn assert_no_live_memory(dev: &Device) {
     );
 }
 pub mod log_capture;
+
+/// The name libtest knows the test `name` of the calling file by, for a
+/// child process run with `--exact`: `name` in the file's own binary,
+/// `file::name` in `tests/gpu_suite.rs`, which holds the files as modules.
+#[allow(unused_macros)] // only the files that run a child test use it
+macro_rules! child_test_name {
+    ($name:literal) => {
+        match module_path!().split_once("::") {
+            Some((_, module)) => format!("{module}::{}", $name),
+            None => $name.to_string(),
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use child_test_name;
 
 // ---------------------------------------------------------------------------
 // Tests written once, run on every device
