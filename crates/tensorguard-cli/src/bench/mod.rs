@@ -4,10 +4,13 @@
 //! (section 1.2): host → device and device → host with pageable and pinned
 //! host memory, device → device and a same-device clone, blocking and
 //! non-blocking, for sizes from 1 KiB to 1 GiB, next to a plain host memcpy
-//! of each size measured in the same run.
+//! of each size measured in the same run. `tensorguard bench gpu` times
+//! the GPU check's device workloads (elementwise, copies, matmul, launch
+//! and allocation costs) for comparison with PyTorch's.
 
 mod args;
 mod copy;
+mod gpu;
 mod output;
 mod plot;
 mod report;
@@ -17,6 +20,7 @@ use clap::Subcommand;
 
 pub use args::CopyArgs;
 pub use copy::run_copy;
+pub use gpu::{run_gpu, GpuArgs};
 
 /// The `bench` sub-subcommands.
 #[derive(Subcommand)]
@@ -24,6 +28,10 @@ pub enum BenchCommand {
     /// Time copies host ↔ device, device → device and a same-device clone
     /// for sizes from 1 KiB to 1 GiB; print a table, write CSV/JSON, plot.
     Copy(CopyArgs),
+    /// Time the GPU check's device workloads (add, copy, matmul f32/bf16,
+    /// tiny-op launch, allocation) as `scripts/gpu_bench_torch.py` times
+    /// PyTorch's.
+    Gpu(GpuArgs),
 }
 
 /// Run a `bench` sub-subcommand; `quiet` is the global `-q/--quiet`.
@@ -33,5 +41,6 @@ pub fn run(cmd: BenchCommand, quiet: bool) -> Result<(), String> {
             args.quiet |= quiet;
             run_copy(&args)
         }
+        BenchCommand::Gpu(args) => run_gpu(&args),
     }
 }
