@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds what scripts/gpu-check.sh runs on a GPU machine, which has no Rust
+# toolchain: the CLI and two test binaries (the library's unit tests, which
+# hold the conformance cases, and tests/gpu_suite.rs, the device suite in one
+# binary), release, with `--features cuda`, stripped, into target/gpu-bin/.
+# CUDA is loaded at run time, so this builds on a machine without CUDA.
+#
+#   scripts/build_gpu_check.sh            # then carry target/gpu-bin (< 64 MiB with the tree)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/gpu-bin
+rm -rf "$out"
+mkdir -p "$out"
+cargo build --release -p tensorguard-cli --features cuda --bin tensorguard
+cp target/release/tensorguard "$out/tensorguard"
+cargo test --release -p tensorguard --features cuda --lib --test gpu_suite --no-run \
+  --message-format=json >target/gpu-bin-build.json
+python3 - "$out" <<'PY'
+import json, shutil, sys
+out = sys.argv[1]
+found = {}
+for line in open("target/gpu-bin-build.json"):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    exe = m.get("executable") if m.get("reason") == "compiler-artifact" else None
+    if not exe or m["target"]["name"] not in ("tensorguard", "gpu_suite"):
+        continue
+    name = "lib_tests" if m["target"]["kind"] == ["lib"] else "gpu_suite"
+    found[name] = exe
+for name, exe in found.items():
+    shutil.copy(exe, f"{out}/{name}")
+missing = {"lib_tests", "gpu_suite"} - set(found)
+if missing:
+    sys.exit(f"build_gpu_check: cargo built no {', '.join(sorted(missing))} binary")
+PY
+strip "$out"/*
+ls -l "$out"
+du -ch "$out"/* | tail -1
