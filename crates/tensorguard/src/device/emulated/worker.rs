@@ -65,6 +65,10 @@ struct State {
 /// the cost of a thread wake-up (tens of microseconds on a busy machine).
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// Queue slots an idle stream keeps (work is queued by value, about a
+/// kilobyte a slot).
+const QUEUE_KEEP: usize = 256;
+
 /// Spin until `done` (at most [`SPIN`]); returns the clock reading taken
 /// just before `done` was seen true (a worker's start stamp for the work it
 /// found: no second reading), `None` when it was still false.
@@ -174,6 +178,11 @@ impl Worker {
                     // the worker is idle from here: the next item's start is
                     // not the last one's end
                     clock.gap();
+                    // work is queued by value: give back what a long burst
+                    // of launches made the queue grow to
+                    if st.queue.capacity() > QUEUE_KEEP {
+                        st.queue.shrink_to(QUEUE_KEEP);
+                    }
                     // briefly look for new work before sleeping
                     drop(st);
                     let seen = spin_until(|| self.queued.load(Ordering::Acquire) > last);
