@@ -247,28 +247,15 @@ impl DeviceSlot {
     }
 }
 
-fn now_ns(epoch: Instant) -> u64 {
-    Instant::now().saturating_duration_since(epoch).as_nanos() as u64
-}
-
-/// Device time of one queued kernel or copy: whoever runs it calls
-/// [`DeviceTiming::running`] around it.
+/// Device time of one queued kernel or copy: whoever runs it stamps it
+/// with [`DeviceTiming::stamp`] once it ran.
 pub(crate) struct DeviceTiming(pub(crate) Arc<DeviceSlot>);
 
 impl DeviceTiming {
-    /// Stamp the start now and the end when the returned guard drops.
-    pub(crate) fn running(&self) -> RunningKernel<'_> {
-        self.0
-            .start
-            .store(now_ns(self.0.epoch).max(1), Ordering::Relaxed);
-        RunningKernel(&self.0)
-    }
-}
-
-impl DeviceTiming {
-    /// Stamp a span measured by the device itself (a GPU's timing events),
-    /// converted to host instants by the backend.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// Stamp the span the work ran: read by a stream worker's clock (one
+    /// reading per item, shared with the transfer ledger) or measured by
+    /// the device itself (a GPU's timing events), converted to host instants
+    /// by the backend.
     pub(crate) fn stamp(&self, start: Instant, end: Instant) {
         let ns = |t: Instant| t.saturating_duration_since(self.0.epoch).as_nanos() as u64;
         self.0.start.store(ns(start).max(1), Ordering::Relaxed);
@@ -280,16 +267,6 @@ impl DeviceTiming {
 impl Drop for DeviceTiming {
     fn drop(&mut self) {
         // work dropped without running still lets the observer finish
-        self.0.done.store(true, Ordering::Release);
-    }
-}
-
-/// Stamps the end of a kernel when dropped.
-pub(crate) struct RunningKernel<'a>(&'a DeviceSlot);
-
-impl Drop for RunningKernel<'_> {
-    fn drop(&mut self) {
-        self.0.end.store(now_ns(self.0.epoch), Ordering::Relaxed);
         self.0.done.store(true, Ordering::Release);
     }
 }
@@ -337,7 +314,8 @@ mod tests {
         assert_eq!(slot.span().0, 0);
         let slot = DeviceSlot::new(Instant::now());
         let t = DeviceTiming(Arc::clone(&slot));
-        drop(t.running());
+        let now = Instant::now();
+        t.stamp(now, now);
         assert!(slot.done() && slot.span().0 >= 1);
     }
 }

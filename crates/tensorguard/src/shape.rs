@@ -210,15 +210,28 @@ pub(crate) fn norm_dims(op: &'static str, dims: &[isize], ndim: usize) -> Result
 
 /// Row-major strides for `shape`.
 pub(crate) fn contiguous_strides(shape: &[usize]) -> Dims {
-    let mut s: Dims = smallvec::smallvec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1].max(1);
+    // built from the innermost dim out, then reversed in place (no
+    // element-by-element fill first: every op's output takes this path)
+    let mut s = Dims::new();
+    let mut acc = 1usize;
+    let mut inner: Option<usize> = None;
+    for &d in shape.iter().rev() {
+        if let Some(i) = inner {
+            acc *= i.max(1);
+        }
+        s.push(acc);
+        inner = Some(d);
     }
+    s.reverse();
     s
 }
 
 /// NumPy/PyTorch broadcasting of two shapes.
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Dims> {
+    if a == b {
+        // the common case: nothing to broadcast
+        return Ok(a.into());
+    }
     let n = a.len().max(b.len());
     let mut out: Dims = smallvec::smallvec![0; n];
     for i in 0..n {
@@ -510,6 +523,23 @@ mod tests {
             strides: strides.into(),
             offset: 0,
         }
+    }
+
+    #[test]
+    fn contiguous_strides_are_row_major() {
+        assert!(contiguous_strides(&[]).is_empty());
+        assert_eq!(contiguous_strides(&[5]).as_slice(), &[1]);
+        assert_eq!(contiguous_strides(&[2, 3, 4]).as_slice(), &[12, 4, 1]);
+        // a size 0 counts as 1, as PyTorch's contiguous strides
+        assert_eq!(contiguous_strides(&[2, 0, 3]).as_slice(), &[3, 3, 1]);
+        assert_eq!(
+            broadcast_shapes("t", &[4, 1], &[4, 1]).unwrap().as_slice(),
+            &[4, 1]
+        );
+        assert_eq!(
+            broadcast_shapes("t", &[4, 1], &[3]).unwrap().as_slice(),
+            &[4, 3]
+        );
     }
 
     #[test]

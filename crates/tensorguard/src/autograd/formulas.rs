@@ -83,9 +83,20 @@ pub(crate) enum Other {
 }
 
 impl Other {
-    pub(crate) fn tensor(t: &Tensor) -> Other {
-        Other::Tensor(Some(Saved::new(t)), In::of(t))
+    /// The tensor operand of `op`, its value saved only when `op`'s
+    /// gradient reads it (saving makes a detached handle: an allocation that
+    /// `add` and `sub` would throw away).
+    pub(crate) fn tensor(op: BinaryOp, t: &Tensor) -> Other {
+        Other::Tensor(binary_reads_other(op).then(|| Saved::new(t)), In::of(t))
     }
+}
+
+/// Whether the binary formula reads its second (tensor) operand's value.
+fn binary_reads_other(op: BinaryOp) -> bool {
+    matches!(
+        op,
+        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum
+    )
 }
 
 /// A tensor saved only by the formulas that need it.
@@ -115,10 +126,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
     let ain = In::of(a);
     let b_is_tensor = matches!(b, Other::Tensor(..));
     let needs_a = binary_reads_input(op, b_is_tensor);
-    let needs_b = matches!(
-        op,
-        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum
-    );
+    let needs_b = binary_reads_other(op);
     let needs_out = b_is_tensor && matches!(op, BinaryOp::Div | BinaryOp::Pow);
     let sa = needs_a.then(|| Saved::new(a));
     let so = needs_out.then(|| Saved::new(out));

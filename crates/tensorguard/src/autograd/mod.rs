@@ -428,6 +428,15 @@ pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
     if !t.meta_flag() {
         return None;
     }
+    if t.0.base.is_none() {
+        // not a view: its history is what its state says (one lock)
+        let m = t.0.autograd.lock();
+        let m = m.as_ref()?;
+        return match &m.grad_fn {
+            Some(n) => Some(Edge::Node(Arc::clone(n))),
+            None => m.requires_grad.then(|| Edge::Leaf(t.alias())),
+        };
+    }
     if let Some(n) = t.grad_fn_node() {
         return Some(Edge::Node(n));
     }

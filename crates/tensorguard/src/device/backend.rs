@@ -12,7 +12,7 @@ use std::sync::{LazyLock, OnceLock};
 
 use smallvec::SmallVec;
 
-use super::copy::CopyJob;
+use super::copy::{CopyJob, ItemClock};
 use super::cpu::exec::execute;
 use super::emulated::Emulated;
 use super::kernel::{Arg, Kernel};
@@ -144,7 +144,7 @@ impl Backend for Cpu {
         Ok(None)
     }
     fn copy(&self, _: StreamId, job: CopyJob) -> Result<Option<u64>> {
-        job.run_on_host()?;
+        job.run_on_host(&mut ItemClock::default())?;
         Ok(None)
     }
     fn host_fn(

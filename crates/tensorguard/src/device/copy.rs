@@ -11,11 +11,12 @@
 
 use std::panic::Location;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::Storage;
 use crate::error::{Error, Result};
 use crate::memory::alloc::PeerAccess;
+use crate::transfer::SiteCell;
 
 /// One side of a copy: a storage and a byte offset into it.
 pub(crate) struct CopyEnd {
@@ -39,8 +40,45 @@ pub(crate) struct CopyJob {
     pub site: &'static Location<'static>,
     /// Where the profiler stamps the copy's device time while a profile runs.
     pub prof: Option<crate::hooks::DeviceTiming>,
-    /// Told how long the copy took (the transfer ledger's time column).
-    pub done: Option<Box<dyn FnOnce(Duration) + Send>>,
+    /// The transfer ledger's row, told how long the copy took (its time
+    /// column). A row lives for the process: no allocation per copy.
+    pub done: Option<&'static SiteCell>,
+}
+
+/// The clock of whoever runs queued items in order (a stream worker): one
+/// reading per timed item, shared by the profiler's slot and the transfer
+/// ledger. An item's end is the next item's start when the runner went
+/// straight on to it; after a wait or an untimed item, the next start is
+/// read afresh.
+#[derive(Default)]
+pub(crate) struct ItemClock {
+    last: Option<Instant>,
+}
+
+impl ItemClock {
+    /// The start of a timed item.
+    pub(crate) fn start(&mut self) -> Instant {
+        self.last.take().unwrap_or_else(Instant::now)
+    }
+
+    /// The end of a timed item (and the start of the next, unless [`gap`](Self::gap)).
+    pub(crate) fn end(&mut self) -> Instant {
+        let t = Instant::now();
+        self.last = Some(t);
+        t
+    }
+
+    /// The runner waited, or ran something untimed: the last reading is no
+    /// start for the next item.
+    pub(crate) fn gap(&mut self) {
+        self.last = None;
+    }
+
+    /// The runner, idle, saw new work at `at` (a reading it made anyway):
+    /// the next item starts then.
+    pub(crate) fn resume_at(&mut self, at: Instant) {
+        self.last = Some(at);
+    }
 }
 
 impl CopyJob {
@@ -51,7 +89,10 @@ impl CopyJob {
     ///
     /// A source written by a failed kernel is not copied: the destination is
     /// poisoned with the same cause and [`Error::Poisoned`] returned.
-    pub(crate) fn run_on_host(self) -> Result<()> {
+    ///
+    /// When the copy is timed (a profile runs, or the ledger counts it),
+    /// `clock` gives its start and end: one reading for both observers.
+    pub(crate) fn run_on_host(self, clock: &mut ItemClock) -> Result<()> {
         let CopyJob {
             dst,
             src,
@@ -62,52 +103,67 @@ impl CopyJob {
             ..
         } = self;
         if let Some(p) = src.storage.poisoned() {
+            clock.gap();
             let p = Arc::clone(p);
             dst.storage.poison(&p);
             return Err(p.error(op));
         }
-        let _timed = prof.as_ref().map(|p| p.running());
-        let start = done.as_ref().map(|_| Instant::now());
-        let (sdev, ddev) = (*src.storage.device(), *dst.storage.device());
-        // a copy between two devices runs on one of them and reaches the
-        // other's memory for this copy alone (a peer copy)
-        let _peer = match (
-            crate::memory::alloc::may_touch(&sdev),
-            crate::memory::alloc::may_touch(&ddev),
-        ) {
-            (false, true) => Some(PeerAccess::open(sdev)),
-            (true, false) => Some(PeerAccess::open(ddev)),
-            _ => None,
-        };
-        if Arc::ptr_eq(&src.storage, &dst.storage) {
-            let mut g = dst.storage.data.write();
-            let buf = g.host_bytes_mut()?;
-            let (s, d) = (
-                range(src.offset, bytes, buf.len(), op)?,
-                range(dst.offset, bytes, buf.len(), op)?,
-            );
-            buf.copy_within(s, d.start);
-        } else {
-            // Note [Lock order]: by storage id
-            let (mut w, r);
-            if src.storage.id() < dst.storage.id() {
-                r = src.storage.data.read();
-                w = dst.storage.data.write();
-            } else {
-                w = dst.storage.data.write();
-                r = src.storage.data.read();
+        let start = (prof.is_some() || done.is_some()).then(|| clock.start());
+        let r = copy_bytes(&dst, &src, bytes, op);
+        match start {
+            Some(start) => {
+                let end = clock.end();
+                if let Some(p) = &prof {
+                    p.stamp(start, end);
+                }
+                if let (Some(row), true) = (done, r.is_ok()) {
+                    row.add_time(end.saturating_duration_since(start));
+                }
             }
-            let from = r.host_bytes()?;
-            let to = w.host_bytes_mut()?;
-            let s = range(src.offset, bytes, from.len(), op)?;
-            let d = range(dst.offset, bytes, to.len(), op)?;
-            to[d].copy_from_slice(&from[s]);
+            None => clock.gap(),
         }
-        if let (Some(done), Some(start)) = (done, start) {
-            done(start.elapsed());
-        }
-        Ok(())
+        r
     }
+}
+
+/// The bytes of one copy, under the storages' locks.
+fn copy_bytes(dst: &CopyEnd, src: &CopyEnd, bytes: usize, op: &'static str) -> Result<()> {
+    let (sdev, ddev) = (*src.storage.device(), *dst.storage.device());
+    // a copy between two devices runs on one of them and reaches the
+    // other's memory for this copy alone (a peer copy)
+    let _peer = match (
+        crate::memory::alloc::may_touch(&sdev),
+        crate::memory::alloc::may_touch(&ddev),
+    ) {
+        (false, true) => Some(PeerAccess::open(sdev)),
+        (true, false) => Some(PeerAccess::open(ddev)),
+        _ => None,
+    };
+    if Arc::ptr_eq(&src.storage, &dst.storage) {
+        let mut g = dst.storage.data.write();
+        let buf = g.host_bytes_mut()?;
+        let (s, d) = (
+            range(src.offset, bytes, buf.len(), op)?,
+            range(dst.offset, bytes, buf.len(), op)?,
+        );
+        buf.copy_within(s, d.start);
+    } else {
+        // Note [Lock order]: by storage id
+        let (mut w, r);
+        if src.storage.id() < dst.storage.id() {
+            r = src.storage.data.read();
+            w = dst.storage.data.write();
+        } else {
+            w = dst.storage.data.write();
+            r = src.storage.data.read();
+        }
+        let from = r.host_bytes()?;
+        let to = w.host_bytes_mut()?;
+        let s = range(src.offset, bytes, from.len(), op)?;
+        let d = range(dst.offset, bytes, to.len(), op)?;
+        to[d].copy_from_slice(&from[s]);
+    }
+    Ok(())
 }
 
 /// `offset..offset + bytes`, checked against a buffer of `len` bytes.

@@ -115,7 +115,7 @@ pub(crate) fn binary(
         Operand::Scalar(_) => None,
     };
     let other = || match b {
-        Operand::Tensor(t) => formulas::Other::tensor(t),
+        Operand::Tensor(t) => formulas::Other::tensor(op, t),
         Operand::Scalar(s) => formulas::Other::Scalar(s),
     };
     // An in-place op saves its operand before the write: if the operand

@@ -462,9 +462,7 @@ fn move_bytes(
         op,
         site,
         prof: acct.prof.as_ref().and_then(|p| p.device_timing(stream)),
-        done: acct
-            .cell
-            .map(|cell| Box::new(move |d| cell.add_time(d)) as Box<dyn FnOnce(_) + Send>),
+        done: acct.cell,
     };
     if let Some(seq) = b.copy(stream, job)? {
         landing.storage().record_use(run_dev, stream, seq, true);

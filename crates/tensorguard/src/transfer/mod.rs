@@ -51,7 +51,7 @@ pub use crate::device_id::Direction;
 
 pub(crate) use detector::{check_repeat, CopyHistory, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
-pub(crate) use ledger::account;
+pub(crate) use ledger::{account, SiteCell};
 pub use ledger::{report, report_top, reset, stats, stats_for};
 pub(crate) use sync::sync_scope;
 pub use sync::{

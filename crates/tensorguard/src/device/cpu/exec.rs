@@ -314,7 +314,14 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
             n += 1;
         }
     }
-    order[..n].sort_unstable_by_key(|e| e.0);
+    // at most three entries: two compare-and-swaps instead of a sort call
+    for k in 1..n {
+        let mut j = k;
+        while j > 0 && order[j - 1].0 > order[j].0 {
+            order.swap(j - 1, j);
+            j -= 1;
+        }
+    }
     let mut write = None;
     let mut guards: [Option<(u64, RwLockReadGuard<'_, Buffer>)>; 2] = [None, None];
     for &(id, slot) in &order[..n] {

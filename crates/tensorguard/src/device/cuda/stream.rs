@@ -56,15 +56,15 @@ pub(super) struct Timed {
     start: Handle<sys::CUevent>,
     /// The profiler's slot.
     pub prof: Option<crate::hooks::DeviceTiming>,
-    /// The transfer ledger's time column.
-    pub done: Option<Box<dyn FnOnce(Duration) + Send>>,
+    /// The transfer ledger's row (its time column).
+    pub done: Option<&'static crate::transfer::SiteCell>,
 }
 
 /// What a timed item reports to: the profiler's slot and the transfer
 /// ledger's time column.
 pub(super) type Timing = (
     Option<crate::hooks::DeviceTiming>,
-    Option<Box<dyn FnOnce(Duration) + Send>>,
+    Option<&'static crate::transfer::SiteCell>,
 );
 
 /// What one queued item holds until its event completed.
@@ -326,8 +326,8 @@ impl CudaStream {
                 if let Some(p) = t.prof {
                     p.stamp(start, start + took);
                 }
-                if let Some(done) = t.done {
-                    done(took);
+                if let Some(row) = t.done {
+                    row.add_time(took);
                 }
                 st.timing_events.push(t.start);
                 st.timing_events.push(e.event);

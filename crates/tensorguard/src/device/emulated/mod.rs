@@ -6,7 +6,7 @@
 mod worker;
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -30,6 +30,10 @@ pub(crate) struct Emulated {
     streams: Vec<OnceLock<Arc<Worker>>>,
     next: AtomicUsize,
     deferred: Mutex<Vec<(Buffer, SmallVec<[Mark; 2]>)>>,
+    /// Whether `deferred` may hold anything (written under its lock): every
+    /// allocation reclaims first, and with nothing deferred that costs one
+    /// load instead of a lock.
+    has_deferred: AtomicBool,
 }
 
 impl Emulated {
@@ -44,6 +48,7 @@ impl Emulated {
             streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
             next: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
+            has_deferred: AtomicBool::new(false),
         }
     }
 
@@ -97,13 +102,11 @@ impl Backend for Emulated {
             site: l.site,
             prof: (l.timing)(stream),
         };
-        Ok(Some(
-            self.worker(stream)?.push(Work::Kernel(Box::new(task))),
-        ))
+        Ok(Some(self.worker(stream)?.push(Work::Kernel(task))))
     }
 
     fn copy(&self, stream: StreamId, job: CopyJob) -> Result<Option<u64>> {
-        Ok(Some(self.worker(stream)?.push(Work::Copy(Box::new(job)))))
+        Ok(Some(self.worker(stream)?.push(Work::Copy(job))))
     }
 
     fn host_fn(
@@ -175,7 +178,9 @@ impl Backend for Emulated {
 
     /// See Note [Cross-stream lifetime].
     fn defer_free(&self, buf: Buffer, deps: SmallVec<[Mark; 2]>) {
-        self.deferred.lock().push((buf, deps));
+        let mut list = self.deferred.lock();
+        list.push((buf, deps));
+        self.has_deferred.store(true, Ordering::Release);
     }
 
     fn reclaim(&self, wait: bool) -> bool {
@@ -193,6 +198,9 @@ impl Backend for Emulated {
                 }
             }
         }
+        if !self.has_deferred.load(Ordering::Acquire) {
+            return progressed;
+        }
         let ready: Vec<Buffer> = {
             let mut list = self.deferred.lock();
             let mut ready = Vec::new();
@@ -203,6 +211,9 @@ impl Backend for Emulated {
                 } else {
                     i += 1;
                 }
+            }
+            if list.is_empty() {
+                self.has_deferred.store(false, Ordering::Release);
             }
             ready
         };

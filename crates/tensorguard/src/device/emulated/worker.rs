@@ -5,12 +5,13 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 
 use crate::device::backend::HostFn;
-use crate::device::copy::CopyJob;
+use crate::device::copy::{CopyJob, ItemClock};
 use crate::device::cpu::exec::execute_queued;
 use crate::device::kernel::Task;
 use crate::device::storage::Poison;
@@ -27,10 +28,14 @@ pub(crate) fn on_worker() -> bool {
     ON_WORKER.with(|w| w.get())
 }
 
+// Work is queued by value: the queue's ring buffer holds it, so a launch
+// allocates nothing (a `Box` per task cost an allocation on the host and a
+// cross-thread free on the worker for every op).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Work {
-    Kernel(Box<Task>),
+    Kernel(Task),
     /// A copy to, from or within this device (the copy engine).
-    Copy(Box<CopyJob>),
+    Copy(CopyJob),
     Host {
         f: HostFn,
         op: &'static str,
@@ -60,15 +65,24 @@ struct State {
 /// the cost of a thread wake-up (tens of microseconds on a busy machine).
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
-fn spin_until(mut done: impl FnMut() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < SPIN {
+/// Queue slots an idle stream keeps (work is queued by value, about a
+/// kilobyte a slot).
+const QUEUE_KEEP: usize = 256;
+
+/// Spin until `done` (at most [`SPIN`]); returns the clock reading taken
+/// just before `done` was seen true (a worker's start stamp for the work it
+/// found: no second reading), `None` when it was still false.
+fn spin_until(mut done: impl FnMut() -> bool) -> Option<Instant> {
+    let start = Instant::now();
+    let mut now = start;
+    while now.saturating_duration_since(start) < SPIN {
         if done() {
-            return true;
+            return Some(now);
         }
         std::hint::spin_loop();
+        now = Instant::now();
     }
-    done()
+    done().then_some(now)
 }
 
 pub(crate) struct Worker {
@@ -152,6 +166,8 @@ impl Worker {
         crate::memory::alloc::enter_device_thread(self.device);
         crate::hooks::mark_stream_worker();
         let mut last = 0;
+        // one clock reading per timed item (the profiler's and the ledger's)
+        let mut clock = ItemClock::default();
         loop {
             let job = {
                 let mut st = self.state.lock();
@@ -159,17 +175,28 @@ impl Worker {
                     if let Some(j) = st.queue.pop_front() {
                         break j;
                     }
+                    // the worker is idle from here: the next item's start is
+                    // not the last one's end
+                    clock.gap();
+                    // work is queued by value: give back what a long burst
+                    // of launches made the queue grow to
+                    if st.queue.capacity() > QUEUE_KEEP {
+                        st.queue.shrink_to(QUEUE_KEEP);
+                    }
                     // briefly look for new work before sleeping
                     drop(st);
-                    spin_until(|| self.queued.load(Ordering::Acquire) > last);
+                    let seen = spin_until(|| self.queued.load(Ordering::Acquire) > last);
                     st = self.state.lock();
                     if st.queue.is_empty() {
                         self.work.wait(&mut st);
+                    } else if let Some(at) = seen {
+                        // found while spinning: it starts about then
+                        clock.resume_at(at);
                     }
                 }
             };
             last = job.seq;
-            let (op, site, result, task) = self.execute(job.work);
+            let (op, site, result, task) = self.execute(job.work, &mut clock);
             let fault = match result {
                 // a kernel that read poisoned memory poisoned its outputs
                 // with the original cause, which its own stream reported
@@ -218,28 +245,33 @@ impl Worker {
     fn execute(
         &self,
         work: Work,
+        clock: &mut ItemClock,
     ) -> (
         &'static str,
         &'static Location<'static>,
         Result<()>,
-        Option<Box<Task>>,
+        Option<Task>,
     ) {
         match work {
             Work::Kernel(task) => {
                 let (op, site) = (task.kernel.name(), task.site);
                 let stream = self.stream;
+                let start = task.prof.as_ref().map(|_| clock.start());
                 let r = catch_unwind(AssertUnwindSafe(|| {
-                    let _timed = task.prof.as_ref().map(|p| p.running());
                     let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
                     let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
                     execute_queued(&task.kernel, &outs, &ins, stream, task.site)
                 }));
+                match (&task.prof, start) {
+                    (Some(p), Some(start)) => p.stamp(start, clock.end()),
+                    _ => clock.gap(),
+                }
                 (op, site, flatten(r), Some(task))
             }
             Work::Copy(job) => {
                 let (op, site) = (job.op, job.site);
                 let dst = std::sync::Arc::clone(&job.dst.storage);
-                let r = flatten(catch_unwind(AssertUnwindSafe(|| job.run_on_host())));
+                let r = flatten(catch_unwind(AssertUnwindSafe(|| job.run_on_host(clock))));
                 if let Err(e) = &r {
                     if !matches!(e, Error::Poisoned { .. }) {
                         // the destination holds no valid values
@@ -254,9 +286,11 @@ impl Worker {
                 (op, site, r, None)
             }
             Work::Host { f, op, site } => {
+                clock.gap();
                 (op, site, flatten(catch_unwind(AssertUnwindSafe(f))), None)
             }
             Work::Wait { on, seq } => {
+                clock.gap();
                 on.wait_quiet(seq);
                 ("wait_stream", Location::caller(), Ok(()), None)
             }
