@@ -1,16 +1,17 @@
 //! Per-thread caches of recently freed small blocks ("magazines"): the
 //! allocator's fast path. See Note [Thread caches] in the parent module.
 //!
-//! Each (thread, allocator) pair has one [`Slot`]: a mutex that only its
-//! thread takes on the fast path (uncontended), and that the allocator
-//! takes, holding its own lock, to drain the magazine (`Magazines::drain`).
+//! Each (thread, allocator) pair has one [`Slot`]: a one-word lock that
+//! only its thread takes on the fast path (uncontended), and that the
+//! allocator takes, holding its own lock, to drain the magazine
+//! (`Magazines::drain`).
 //! A slot lives in the thread's `SLOTS` and in the allocator's registry; a
 //! slot whose thread exited is drained and dropped by the next drain or
 //! registration.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::panic::Location;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -71,8 +72,74 @@ impl Magazine {
     }
 }
 
-/// One thread's magazine of one allocator.
-pub(super) type Slot = Mutex<Magazine>;
+/// One thread's magazine of one allocator, behind a one-word lock: its
+/// thread takes it with one `swap` and releases it with a plain store (a
+/// `Mutex` costs two read-modify-writes, most of a hit's time); a drain on
+/// another thread spins for it, briefly, since the owner holds it only for
+/// a push or a pop.
+pub(super) struct Slot {
+    locked: AtomicBool,
+    magazine: UnsafeCell<Magazine>,
+}
+
+// SAFETY: the magazine is only reached through `Slot::lock`, whose guard
+// gives one thread at a time access (the `locked` flag: acquire on lock,
+// release on unlock), and a `Magazine` may move between threads (`Send`).
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            locked: AtomicBool::new(false),
+            magazine: UnsafeCell::new(Magazine::default()),
+        }
+    }
+
+    #[inline]
+    fn lock(&self) -> SlotGuard<'_> {
+        let mut spins = 0u32;
+        while self.locked.swap(true, Ordering::Acquire) {
+            while self.locked.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    // the holder was preempted: let it run
+                    std::thread::yield_now();
+                }
+            }
+        }
+        SlotGuard(self)
+    }
+}
+
+/// Exclusive access to a slot's magazine until dropped.
+struct SlotGuard<'a>(&'a Slot);
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = Magazine;
+    #[inline]
+    fn deref(&self) -> &Magazine {
+        // SAFETY: the guard holds the slot's lock, so no other reference
+        // to the magazine exists while it lives.
+        unsafe { &*self.0.magazine.get() }
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Magazine {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only use.
+        unsafe { &mut *self.0.magazine.get() }
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.locked.store(false, Ordering::Release);
+    }
+}
 
 /// Ids of allocators, so that a thread's slots never match a later
 /// allocator at the address of a dropped one.
@@ -131,7 +198,7 @@ impl Magazines {
             }
             // forget slots of dropped allocators (only this thread holds them)
             s.retain(|(_, slot)| Arc::strong_count(slot) > 1);
-            let slot = Arc::new(Slot::default());
+            let slot = Arc::new(Slot::new());
             self.drain_where(g, |slot| Arc::strong_count(slot) == 1);
             self.slots.lock().push(Arc::clone(&slot));
             s.push((self.id, slot));

@@ -82,7 +82,8 @@ pub(crate) use snapshot::{BlockState, PoolKind};
 // (8) small-pool blocks it freed (`magazine`). A free goes there instead of
 // into the cache; an allocation first takes a block from it that was
 // freed with the same stream, the same requested bytes and the same call
-// site, without the allocator's lock (the slot's own mutex is uncontended).
+// site, without the allocator's lock (the slot's own one-word lock is
+// uncontended).
 // The invariant: a block in a magazine is still *allocated* in the
 // bookkeeping (`Inner`), with the size, requested bytes, stream and site
 // of its last allocation, and nothing else reads it. So a magazine hit
