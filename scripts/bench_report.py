@@ -47,7 +47,8 @@ def device_section():
     print()
     print("device runtime (benches/device.rs)")
     need = {
-        "alloc": ["cached_pair", "uncached", "cached_pair_emu"],
+        "alloc": ["cached_pair", "uncached", "cached_pair_emu", "std_alloc_1KiB",
+                  "std_alloc_1KiB_align64", "empty_1GiB_fresh", "empty_1GiB_cached"],
         "dispatch": ["tiny_add_cpu", "tiny_add_emu", "tiny_add_cpu_item", "tiny_add_emu_item"],
         "alloc_threads": ["one_thread", "two_threads"],
     }
@@ -61,6 +62,12 @@ def device_section():
     rows.append(("uncached (fresh 2 MiB segment)", un, "reference: empty_cache after each free"))
     ce = m["alloc/cached_pair_emu"]
     rows.append(("cached 1 KiB alloc+free, emu:0", ce, f"{ce / cp:.2f}x cpu's; {'meets' if ce < 100e-9 else 'MISSES'} the < 100 ns aim"))
+    sa, sa64 = m["alloc/std_alloc_1KiB"], m["alloc/std_alloc_1KiB_align64"]
+    rows.append(("std::alloc 1 KiB pair (align 16)", sa, f"peer: cached_pair is {cp / sa:.2f}x its time"))
+    rows.append(("std::alloc 1 KiB pair (align 64)", sa64, f"peer: cached_pair is {cp / sa64:.2f}x its time"))
+    gf, gc = m["alloc/empty_1GiB_fresh"], m["alloc/empty_1GiB_cached"]
+    rows.append(("empty 1 GiB, fresh segment", gf, f"{'meets' if gf < 1e-3 else 'MISSES'} the < 1 ms aim"))
+    rows.append(("empty 1 GiB, cached", gc, "reference: the block stays cached"))
     dc, de = m["dispatch/tiny_add_cpu"], m["dispatch/tiny_add_emu"]
     rows.append(("1-elem add, cpu", dc, "reference"))
     rows.append(("1-elem add enqueue, emu:0", de, f"{de / dc:.2f}x cpu (overhead {fmt_time(de - dc)}/op)"))

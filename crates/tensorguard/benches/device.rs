@@ -5,7 +5,9 @@
 //!
 //! The public API has no raw allocator, so allocation is measured through
 //! `Tensor::empty` (which only allocates; it launches no kernel on any device)
-//! of 256 f32 = 1 KiB, a block of the small pool.
+//! of 256 f32 = 1 KiB, a block of the small pool; next to it the system
+//! allocator's pair of the same size, and `empty` of 1 GiB (fresh segment
+//! and cached).
 //!
 //! Run: `cargo bench -p tensorguard --bench device -- --noplot` (about 40 s of measuring).
 
@@ -17,6 +19,8 @@ use tensorguard::{device, memory, DType, Device, Tensor};
 
 /// 256 f32 = 1 KiB.
 const N1K: usize = 256;
+/// 2^28 f32 = 1 GiB.
+const GIB_F32: usize = 1 << 28;
 
 fn alloc(c: &mut Criterion) {
     let cpu = Device::Cpu;
@@ -49,6 +53,45 @@ fn alloc(c: &mut Criterion) {
     g.bench_function("cached_pair_emu", |b| {
         b.iter(|| drop(black_box(Tensor::empty([N1K], DType::F32, &emu).unwrap())))
     });
+    // The peer of `cached_pair`: the system allocator's alloc+dealloc of
+    // 1 KiB in the same run, at malloc's own alignment (16) and at the
+    // 64 bytes every tensor buffer guarantees (glibc serves that through
+    // its slower memalign path).
+    for (name, align) in [("std_alloc_1KiB", 16), ("std_alloc_1KiB_align64", 64)] {
+        let layout = std::alloc::Layout::from_size_align(4 * N1K, align).unwrap();
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                // SAFETY: `layout` has a non-zero size; the block is freed at
+                // once with the same layout and never read.
+                unsafe {
+                    let p = std::alloc::alloc(black_box(layout));
+                    assert!(!p.is_null());
+                    std::alloc::dealloc(black_box(p), layout);
+                }
+            })
+        });
+    }
+    // 1 GiB of f32: `empty` then drop. Fresh: `empty_cache` after each drop
+    // returns the segment, so every iteration reserves a new one from the
+    // system (PyTorch's `torch.empty` of 1 GiB is immediate: the pages are
+    // not touched). Cached: the block stays in the cache between iterations.
+    g.bench_function("empty_1GiB_fresh", |b| {
+        b.iter(|| {
+            drop(black_box(
+                Tensor::empty([GIB_F32], DType::F32, &cpu).unwrap(),
+            ));
+            memory::empty_cache(&cpu);
+        })
+    });
+    drop(Tensor::empty([GIB_F32], DType::F32, &cpu).unwrap());
+    g.bench_function("empty_1GiB_cached", |b| {
+        b.iter(|| {
+            drop(black_box(
+                Tensor::empty([GIB_F32], DType::F32, &cpu).unwrap(),
+            ))
+        })
+    });
+    memory::empty_cache(&cpu);
     g.finish();
 }
 

@@ -102,8 +102,8 @@ impl Buffer {
     /// Mark the block as freed by its owner while other streams still use
     /// it (it is given back when the buffer drops): the history records
     /// `free_requested` now and snapshots show it `active_pending_free`.
-    pub(crate) fn request_free(&self) {
-        if let Some(a) = &self.alloc {
+    pub(crate) fn request_free(&mut self) {
+        if let Some(a) = &mut self.alloc {
             self.allocator.request_free(a);
         }
     }

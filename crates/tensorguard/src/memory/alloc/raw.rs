@@ -121,8 +121,8 @@ unsafe impl<R: RawAlloc> RawAlloc for Arc<R> {
     }
 }
 
-/// Host memory via `std::alloc::alloc_zeroed` with 64-byte alignment, with an
-/// optional capacity limit (an emulated accelerator is a `HostRaw` with a
+/// Zeroed host memory with 64-byte alignment (lazily mapped when large:
+/// Note [Lazy host segments]), with an optional capacity limit (an emulated accelerator is a `HostRaw` with a
 /// capacity).
 #[derive(Debug)]
 pub(crate) struct HostRaw {
@@ -157,22 +157,104 @@ impl HostRaw {
     }
 }
 
-// SAFETY: memory comes from the global allocator with `RAW_ALIGN`
-// alignment and zeroed, is exclusively owned until `free`, and is host
-// memory (host addressable from any thread).
+// Note [Lazy host segments]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A `HostRaw` allocation of at least LAZY_THRESHOLD bytes (every segment of
+// the caching allocator: the smallest is 2 MiB) is an anonymous private
+// mapping (`mmap`): the kernel hands it out zeroed and maps its pages on
+// first touch, so `Tensor::empty` of 1 GiB reserves address space and
+// costs nothing until it is written (PyTorch's `torch.empty`). Page
+// alignment is at least RAW_ALIGN, which Note [Block rounding] relies on.
+// Smaller requests, and every request off unix, use the global allocator's
+// `alloc_zeroed` with RAW_ALIGN (which touches every page); `free` takes
+// the same branch on the same size, so each is returned the way it came.
+
+/// Host allocations of at least this many bytes are lazily mapped; see
+/// Note [Lazy host segments].
+pub(crate) const LAZY_THRESHOLD: usize = 1 << 20;
+
+/// Zeroed, lazily mapped host memory of `bytes` (>= LAZY_THRESHOLD), page
+/// aligned; `None` when the system refuses.
+#[cfg(unix)]
+fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address the kernel picks
+    // aliases no existing memory; the arguments are valid for `mmap`, and a
+    // failure is reported as MAP_FAILED, which is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    NonNull::new(p.cast::<u8>())
+}
+
+/// Returns a mapping made by [`map_zeroed`].
+///
+/// # Safety
+/// `ptr` came from `map_zeroed(bytes)` and is no longer used.
+#[cfg(unix)]
+unsafe fn unmap(ptr: *mut u8, bytes: usize) {
+    // SAFETY: the caller guarantees `ptr`/`bytes` is exactly one live mapping
+    // of `map_zeroed` that nothing uses any more.
+    let rc = unsafe { libc::munmap(ptr.cast(), bytes) };
+    debug_assert_eq!(rc, 0, "munmap of a segment failed");
+}
+
+/// Zeroed host memory of `bytes` with RAW_ALIGN: lazily mapped when large
+/// (Note [Lazy host segments]), from the global allocator otherwise.
+fn host_alloc_zeroed(bytes: usize) -> Option<NonNull<u8>> {
+    #[cfg(unix)]
+    if bytes >= LAZY_THRESHOLD {
+        return map_zeroed(bytes);
+    }
+    let layout = Layout::from_size_align(bytes, RAW_ALIGN).ok()?;
+    // SAFETY: `layout` has a non-zero size (callers never pass 0) and a
+    // valid power-of-two alignment.
+    NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+}
+
+/// Returns memory of [`host_alloc_zeroed`].
+///
+/// # Safety
+/// `ptr` came from `host_alloc_zeroed(bytes)` and is no longer used.
+unsafe fn host_free(ptr: *mut u8, bytes: usize) {
+    #[cfg(unix)]
+    if bytes >= LAZY_THRESHOLD {
+        // SAFETY: `host_alloc_zeroed` mapped allocations of this size (the
+        // same branch), and the caller guarantees it is unused.
+        unsafe { unmap(ptr, bytes) };
+        return;
+    }
+    let layout = Layout::from_size_align(bytes, RAW_ALIGN)
+        .expect("HostRaw::free: size does not form a valid layout, so it did not come from alloc");
+    // SAFETY: the caller guarantees `ptr` came from `host_alloc_zeroed(bytes)`,
+    // which allocated it with exactly this layout via the global allocator
+    // (the same branch), and that it is no longer used.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+}
+
+// SAFETY: memory is zeroed host memory with at least `RAW_ALIGN` alignment
+// (a private anonymous mapping, page aligned, or the global allocator's),
+// exclusively owned until `free`, and host addressable from any thread.
 unsafe impl RawAlloc for HostRaw {
     fn alloc(&self, bytes: usize) -> Option<DevicePtr> {
         if bytes == 0 {
             return None;
         }
-        let layout = Layout::from_size_align(bytes, RAW_ALIGN).ok()?;
+        // refuse impossible sizes before reserving capacity
+        Layout::from_size_align(bytes, RAW_ALIGN).ok()?;
         if !self.reserve(bytes) {
             return None;
         }
-        // SAFETY: `layout` has a non-zero size (checked above) and a valid
-        // power-of-two alignment.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        match NonNull::new(ptr) {
+        match host_alloc_zeroed(bytes) {
             Some(ptr) => Some(DevicePtr::from_host(ptr)),
             None => {
                 self.used.fetch_sub(bytes, Ordering::AcqRel);
@@ -182,13 +264,9 @@ unsafe impl RawAlloc for HostRaw {
     }
 
     unsafe fn free(&self, ptr: DevicePtr, bytes: usize) {
-        let layout = Layout::from_size_align(bytes, RAW_ALIGN).expect(
-            "HostRaw::free: size does not form a valid layout, so it did not come from alloc",
-        );
         // SAFETY: the caller guarantees `ptr` came from `self.alloc(bytes)`,
-        // which allocated it with exactly this layout via the global
-        // allocator, and that it is no longer used.
-        unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
+        // i.e. from `host_alloc_zeroed(bytes)`, and is no longer used.
+        unsafe { host_free(ptr.as_host_ptr(), bytes) };
         self.used.fetch_sub(bytes, Ordering::AcqRel);
     }
 
@@ -240,6 +318,41 @@ mod tests {
         assert_eq!(raw.used(), 512);
         // SAFETY: `p` came from `raw.alloc(512)` (through the Arc) and is unused.
         unsafe { raw.free(p, 512) };
+        assert_eq!(raw.used(), 0);
+    }
+
+    /// Resident set size of this process in bytes (Linux).
+    #[cfg(target_os = "linux")]
+    fn rss_bytes() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").expect("procfs");
+        let pages: usize = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .expect("statm has a resident field");
+        pages * 4096
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_host_segments_are_lazy_zeroed_and_aligned() {
+        const GIB: usize = 1 << 30;
+        let raw = HostRaw::new(None);
+        let before = rss_bytes();
+        let p = raw.alloc(GIB).expect("address space for 1 GiB");
+        // other tests run meanwhile: tolerate growth, but not the whole GiB
+        let grown = rss_bytes().saturating_sub(before);
+        assert!(grown < GIB / 2, "1 GiB segment faulted in {grown} bytes");
+        assert_eq!(p.addr() % RAW_ALIGN, 0);
+        // SAFETY: `p` points to GIB freshly allocated, zeroed host bytes;
+        // only a few pages are read.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(p.as_host_ptr(), GIB) };
+        assert!(bytes[..4096].iter().all(|&b| b == 0));
+        assert_eq!(bytes[GIB - 1], 0);
+        bytes[GIB / 2] = 7;
+        assert_eq!(raw.used(), GIB);
+        // SAFETY: `p` came from `raw.alloc(GIB)` and the slice is dead.
+        unsafe { raw.free(p, GIB) };
         assert_eq!(raw.used(), 0);
     }
 }

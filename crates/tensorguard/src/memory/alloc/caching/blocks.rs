@@ -10,7 +10,7 @@ use std::panic::Location;
 use super::{Allocation, StreamId, MIN_BLOCK_SIZE, SMALL_SIZE};
 use crate::memory::alloc::history::{Action, History};
 use crate::memory::alloc::raw::{DevicePtr, RawAlloc};
-use crate::memory::alloc::stats::MemoryStats;
+use crate::memory::alloc::stats::{MemoryStats, StatArray};
 use crate::oom_report::LiveAllocation;
 
 /// End of a block list / no block (slab index).
@@ -102,6 +102,8 @@ pub(super) struct Inner {
     pub(super) segments: BTreeMap<usize, Segment>,
     /// The allocator's statistics.
     pub(super) stats: MemoryStats,
+    /// The allocator's id, stamped into its allocations (Note [Thread caches]).
+    owner: u32,
 }
 
 // SAFETY: the raw pointers in `Inner` are addresses of device segments that
@@ -110,8 +112,9 @@ pub(super) struct Inner {
 unsafe impl Send for Inner {}
 
 impl Inner {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(owner: u32) -> Self {
         Inner {
+            owner,
             blocks: Vec::new(),
             spare: Vec::new(),
             small_free: BTreeMap::new(),
@@ -299,6 +302,9 @@ impl Inner {
             requested,
             stream,
             block: i,
+            site,
+            owner: self.owner,
+            deferred: false,
         }
     }
 
@@ -356,6 +362,40 @@ impl Inner {
         self.insert_free(i);
         let after = self.split_contribution(i);
         self.apply_split_delta(small, before, after);
+    }
+
+    /// Whether handing out a block of the pool for `requested` bytes could
+    /// raise a peak statistic: the allocation count by one, the allocated
+    /// bytes by at most `size` (an upper bound of the block), the requested
+    /// bytes by `requested`. See Note [Thread caches].
+    pub(super) fn could_raise_peak(&self, small: bool, size: usize, requested: usize) -> bool {
+        let s = &self.stats;
+        let raises = |a: &StatArray, d: usize| {
+            let d = d as i64;
+            let pool = if small { &a.small_pool } else { &a.large_pool };
+            a.all.current + d > a.all.peak || pool.current + d > pool.peak
+        };
+        raises(&s.allocation, 1)
+            || raises(&s.allocated_bytes, size)
+            || raises(&s.requested_bytes, requested)
+    }
+
+    /// Counts allocations served by a thread's magazine, `(count, bytes,
+    /// requested bytes)` of small-pool blocks, in the accumulated statistics:
+    /// each was an allocation and a free (a free into the magazine) that
+    /// left the current values as they were. See Note [Thread caches].
+    pub(super) fn add_magazine_hits(&mut self, (n, bytes, requested): (i64, i64, i64)) {
+        let st = &mut self.stats;
+        for (arr, d) in [
+            (&mut st.allocation, n),
+            (&mut st.allocated_bytes, bytes),
+            (&mut st.requested_bytes, requested),
+        ] {
+            for s in [&mut arr.all, &mut arr.small_pool] {
+                s.allocated += d;
+                s.freed += d;
+            }
+        }
     }
 
     /// Releases every fully free segment to `raw`; returns the bytes released.

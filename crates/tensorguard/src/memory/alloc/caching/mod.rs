@@ -11,6 +11,9 @@
 //! once (and once more after the device returned the blocks whose frees wait
 //! for other streams) before the request fails with an [`OomReport`].
 //!
+//! A thread first looks in its own small cache of blocks it freed (see
+//! Note [Thread caches]); only a miss takes the allocator's lock.
+//!
 //! The bookkeeping (blocks, segments, the pools of cached blocks, best fit,
 //! splitting and merging) is in `blocks`; snapshots of it in `snapshot`, the
 //! statistics table in `summary`.
@@ -26,6 +29,7 @@ use super::stats::MemoryStats;
 use crate::oom_report::OomReport;
 use crate::units::format_bytes;
 use blocks::{key_fits, Inner, NIL};
+use magazine::{Magazines, MAGAZINE_MAX_BLOCK};
 pub(crate) use snapshot::{BlockState, PoolKind};
 
 // Note [Block rounding]
@@ -71,6 +75,40 @@ pub(crate) use snapshot::{BlockState, PoolKind};
 // `Storage`'s `Drop`), then `free` returns it to the cache. Allocations first
 // reclaim the deferred blocks that are ready; when the device is full they
 // wait for all of them and retry once (the `reclaim` of `allocate_with`).
+
+// Note [Thread caches]
+// ~~~~~~~~~~~~~~~~~~~~
+// Each thread keeps, per allocator, a magazine of at most MAGAZINE_CAPACITY
+// (8) small-pool blocks it freed (`magazine`). A free goes there instead of
+// into the cache; an allocation first takes a block from it that was
+// freed with the same stream, the same requested bytes and the same call
+// site, without the allocator's lock (the slot's own one-word lock is
+// uncontended).
+// The invariant: a block in a magazine is still *allocated* in the
+// bookkeeping (`Inner`), with the size, requested bytes, stream and site
+// of its last allocation, and nothing else reads it. So a magazine hit
+// hands out a block whose bookkeeping is already exactly that of the new
+// allocation, and the only state that is not exact while blocks wait in
+// magazines is Inner's view of those blocks (allocated instead of cached,
+// not merged) and the accumulated counts of the hits. Every observation
+// and every decision that depends on that state first drains all
+// magazines into Inner (`Magazines::drain`: each block freed and merged,
+// the hits added to the accumulated counts): `stats`, the peak and
+// accumulated resets, `segments` and `snapshot`, `largest_free_block`,
+// `empty_cache`, a failed device allocation before the cache is released
+// (so thread-cached blocks are reclaimed before an OOM), an OOM report,
+// and dropping the allocator. Peaks stay exact without touching shared
+// state on a hit: while blocks wait in magazines, the true current values
+// are at most Inner's (a waiting block counts in Inner, not in truth), so
+// a hit, which only raises the truth back towards Inner, never passes a
+// peak; an allocation under the lock that could raise a peak
+// (`Inner::could_raise_peak`) drains first, so the peak it records is a
+// true value. Not cached, and so never in a magazine: zero-sized and
+// large-pool blocks, blocks whose free was deferred for other streams
+// (`request_free`: the history and snapshots follow them), and anything
+// while history recording is on (every event goes through the lock). A
+// thread that exits leaves its magazine to the next drain or to the next
+// thread that registers one.
 
 pub(crate) use crate::device_id::StreamId;
 
@@ -138,6 +176,13 @@ pub(crate) struct Allocation {
     requested: usize,
     stream: StreamId,
     block: u32,
+    /// Where it was allocated (the block's site in the bookkeeping).
+    site: &'static Location<'static>,
+    /// The id of the allocator that made it (Note [Thread caches]).
+    owner: u32,
+    /// Its free was deferred for other streams (`request_free`): it is
+    /// returned under the lock, never kept in a magazine.
+    deferred: bool,
 }
 
 #[allow(dead_code, reason = "read by device streams and memory snapshots")]
@@ -172,11 +217,14 @@ impl Allocation {
 }
 
 /// A PyTorch-style caching allocator over one device's raw allocator.
-/// Thread-safe: all state is behind one mutex.
+/// Thread-safe: all state is behind one mutex, in front of which each
+/// thread keeps a small cache of blocks it freed (Note [Thread caches]).
 pub(crate) struct CachingAllocator {
     device_name: String,
     raw: Box<dyn RawAlloc>,
     inner: Mutex<Inner>,
+    /// The per-thread caches (Note [Thread caches]).
+    magazines: Magazines,
     /// Event history (memory::record_history).
     pub(crate) history: History,
     /// The most this allocator may reserve (`usize::MAX`: the device's
@@ -197,10 +245,12 @@ impl CachingAllocator {
     /// A caching allocator named `device_name` (used in reports) that obtains
     /// its segments from `raw`.
     pub(crate) fn new(device_name: String, raw: Box<dyn RawAlloc>) -> Self {
+        let magazines = Magazines::new();
         CachingAllocator {
             device_name,
             raw,
-            inner: Mutex::new(Inner::new()),
+            inner: Mutex::new(Inner::new(magazines.id())),
+            magazines,
             history: History::new(),
             limit: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
@@ -280,7 +330,16 @@ impl CachingAllocator {
                 requested: 0,
                 stream,
                 block: NIL,
+                site,
+                owner: self.magazines.id(),
+                deferred: false,
             });
+        }
+        // See Note [Thread caches]
+        if bytes <= MAGAZINE_MAX_BLOCK && !self.history.is_on() {
+            if let Some(Some(a)) = self.magazines.with(|m| m.take(stream, bytes, site)) {
+                return Ok(a);
+            }
         }
         let mut reclaimed = false;
         loop {
@@ -290,6 +349,15 @@ impl CachingAllocator {
             };
             // See Note [Small and large pools] and Note [Stream-ordered reuse]
             let small = size <= SMALL_SIZE;
+            // See Note [Thread caches]: the largest block this can hand out
+            let bound = if small {
+                size
+            } else {
+                size.saturating_add(SMALL_SIZE)
+            };
+            if g.could_raise_peak(small, bound, bytes) {
+                self.magazines.drain(&mut g);
+            }
             if let Some(i) = g.take_free(small, stream, size) {
                 let a = g.activate(i, size, bytes, site);
                 if self.history.is_on() {
@@ -305,6 +373,8 @@ impl CachingAllocator {
                 Some(ptr) => ptr,
                 None => {
                     g.stats.num_alloc_retries += 1;
+                    // thread-cached blocks are reclaimed too (Note [Thread caches])
+                    self.magazines.drain(&mut g);
                     g.release_cached(&*self.raw, &self.history, Some(site));
                     match self.raw_alloc(&g, seg_size) {
                         Some(ptr) => ptr,
@@ -357,6 +427,7 @@ impl CachingAllocator {
         stream: StreamId,
         site: &'static Location<'static>,
     ) -> Box<OomReport> {
+        self.magazines.drain(g);
         g.stats.num_ooms += 1;
         let allocated = g.stats.allocated_bytes.all.current.max(0) as usize;
         let reserved = g.stats.reserved_bytes.all.current.max(0) as usize;
@@ -397,6 +468,35 @@ impl CachingAllocator {
             assert_eq!(a.size, 0, "Allocation without a block must be zero-sized");
             return;
         }
+        // See Note [Thread caches]
+        let cacheable = a.owner == self.magazines.id()
+            && a.size <= MAGAZINE_MAX_BLOCK
+            && !a.deferred
+            && !self.history.is_on();
+        if cacheable {
+            let mut a = Some(a);
+            match self.magazines.with(|m| m.put(&mut a)) {
+                Some(true) => return,
+                // full: the lock path
+                Some(false) => {}
+                None => {
+                    // no magazine on this thread yet: register one, then retry
+                    self.magazines.register(&mut self.inner.lock());
+                    if self.magazines.with(|m| m.put(&mut a)) == Some(true) {
+                        return;
+                    }
+                }
+            }
+            if let Some(a) = a {
+                self.free_locked(a);
+            }
+            return;
+        }
+        self.free_locked(a);
+    }
+
+    /// [`free`](Self::free) under the allocator's lock.
+    fn free_locked(&self, a: Allocation) {
         let mut g = self.inner.lock();
         let valid = g
             .blocks
@@ -426,12 +526,21 @@ impl CachingAllocator {
     pub(crate) fn empty_cache(&self) {
         let site = Location::caller();
         let mut g = self.inner.lock();
+        self.magazines.drain(&mut g);
         g.release_cached(&*self.raw, &self.history, Some(site));
+    }
+
+    /// The allocator's state, locked, with every thread's magazine drained
+    /// into it, so that it is exact (Note [Thread caches]).
+    fn exact(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        let mut g = self.inner.lock();
+        self.magazines.drain(&mut g);
+        g
     }
 
     /// A snapshot of the statistics.
     pub(crate) fn stats(&self) -> MemoryStats {
-        let mut stats = self.inner.lock().stats.clone();
+        let mut stats = self.exact().stats.clone();
         // Every allocated block is active (there is no `record_stream` that
         // keeps freed blocks busy), so the active statistics are not tracked
         // separately on the hot path but copied here.
@@ -442,18 +551,18 @@ impl CachingAllocator {
 
     /// Sets every peak statistic to its current value.
     pub(crate) fn reset_peak_stats(&self) {
-        self.inner.lock().stats.reset_peak();
+        self.exact().stats.reset_peak();
     }
 
     /// Sets the accumulated counters (`allocated`, `freed`, `num_alloc_retries`,
     /// `num_ooms`) to zero.
     pub(crate) fn reset_accumulated_stats(&self) {
-        self.inner.lock().stats.reset_accumulated();
+        self.exact().stats.reset_accumulated();
     }
 
     /// Size of the largest cached free block (0 if none).
     pub(crate) fn largest_free_block(&self) -> usize {
-        self.inner.lock().largest_free_block()
+        self.exact().largest_free_block()
     }
 }
 
@@ -463,13 +572,14 @@ impl Drop for CachingAllocator {
     /// never dangle.
     fn drop(&mut self) {
         let raw = &*self.raw;
-        self.inner
-            .get_mut()
-            .release_cached(raw, &self.history, None);
+        let g = self.inner.get_mut();
+        self.magazines.close(g);
+        g.release_cached(raw, &self.history, None);
     }
 }
 
 mod blocks;
+mod magazine;
 mod snapshot;
 mod summary;
 #[cfg(test)]

@@ -65,10 +65,12 @@ impl CachingAllocator {
     /// still use it: it stays allocated until [`free`](Self::free), and the
     /// history records `free_requested` now and `free_completed` then
     /// (PyTorch's `record_stream` case; see Note [Stream-ordered reuse]).
-    pub(crate) fn request_free(&self, a: &Allocation) {
+    pub(crate) fn request_free(&self, a: &mut Allocation) {
         if a.block == NIL {
             return;
         }
+        // returned under the lock, never thread-cached (Note [Thread caches])
+        a.deferred = true;
         let mut g = self.inner.lock();
         let Some(b) = g.blocks.get_mut(a.block as usize) else {
             return;
@@ -95,13 +97,13 @@ impl CachingAllocator {
     )]
     /// Snapshot of all segments in address order, with their blocks.
     pub(crate) fn segments(&self) -> Vec<SegmentInfo> {
-        Self::segments_of(&self.inner.lock())
+        Self::segments_of(&self.exact())
     }
 
     /// The segments and the recorded history at one instant; records a
     /// `snapshot` event (size = bytes of active blocks) first, as PyTorch.
     pub(crate) fn snapshot(&self) -> (Vec<SegmentInfo>, Vec<RawEntry>) {
-        let g = self.inner.lock();
+        let g = self.exact();
         let segments = Self::segments_of(&g);
         if self.history.is_on() {
             let active: usize = segments

@@ -1,0 +1,410 @@
+//! Per-thread caches of recently freed small blocks ("magazines"): the
+//! allocator's fast path. See Note [Thread caches] in the parent module.
+//!
+//! Each (thread, allocator) pair has one [`Slot`]: a one-word lock that
+//! only its thread takes on the fast path (uncontended), and that the
+//! allocator takes, holding its own lock, to drain the magazine
+//! (`Magazines::drain`).
+//! A slot lives in the thread's `SLOTS` and in the allocator's registry; a
+//! slot whose thread exited is drained and dropped by the next drain or
+//! registration.
+
+use std::cell::{RefCell, UnsafeCell};
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::blocks::Inner;
+use super::{Allocation, StreamId, SMALL_SIZE};
+
+/// At most this many blocks wait in one thread's magazine of one allocator.
+pub(super) const MAGAZINE_CAPACITY: usize = 8;
+/// Only blocks of at most this many bytes (the small pool) are kept.
+pub(super) const MAGAZINE_MAX_BLOCK: usize = SMALL_SIZE;
+
+/// What one thread keeps for one allocator.
+#[derive(Default)]
+pub(super) struct Magazine {
+    /// Freed blocks, still allocated in the allocator's bookkeeping; the
+    /// newest last (LIFO: the warmest memory is reused first).
+    blocks: Vec<Allocation>,
+    /// Allocations served from `blocks` since the last drain: how many,
+    /// their bytes and requested bytes (the accumulated statistics owe them).
+    hits: (i64, i64, i64),
+}
+
+impl Magazine {
+    /// Takes a cached block freed with exactly this request: same stream,
+    /// same requested bytes, same call site (so the bookkeeping's record of
+    /// the block is already that of the new allocation).
+    #[inline]
+    pub(super) fn take(
+        &mut self,
+        stream: StreamId,
+        requested: usize,
+        site: &'static Location<'static>,
+    ) -> Option<Allocation> {
+        let k = self.blocks.iter().rposition(|a| {
+            a.requested == requested && a.stream == stream && std::ptr::eq(a.site, site)
+        })?;
+        let a = self.blocks.swap_remove(k);
+        self.hits.0 += 1;
+        self.hits.1 += a.size as i64;
+        self.hits.2 += a.requested as i64;
+        Some(a)
+    }
+
+    /// Keeps the block of `a` (taking it out) unless the magazine is full;
+    /// returns whether it did.
+    #[inline]
+    pub(super) fn put(&mut self, a: &mut Option<Allocation>) -> bool {
+        if self.blocks.len() >= MAGAZINE_CAPACITY {
+            return false;
+        }
+        let Some(a) = a.take() else { return false };
+        if self.blocks.capacity() == 0 {
+            self.blocks.reserve_exact(MAGAZINE_CAPACITY);
+        }
+        self.blocks.push(a);
+        true
+    }
+}
+
+/// One thread's magazine of one allocator, behind a one-word lock: its
+/// thread takes it with one `swap` and releases it with a plain store (a
+/// `Mutex` costs two read-modify-writes, most of a hit's time); a drain on
+/// another thread spins for it, briefly, since the owner holds it only for
+/// a push or a pop.
+pub(super) struct Slot {
+    locked: AtomicBool,
+    magazine: UnsafeCell<Magazine>,
+}
+
+// SAFETY: the magazine is only reached through `Slot::lock`, whose guard
+// gives one thread at a time access (the `locked` flag: acquire on lock,
+// release on unlock), and a `Magazine` may move between threads (`Send`).
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            locked: AtomicBool::new(false),
+            magazine: UnsafeCell::new(Magazine::default()),
+        }
+    }
+
+    #[inline]
+    fn lock(&self) -> SlotGuard<'_> {
+        let mut spins = 0u32;
+        while self.locked.swap(true, Ordering::Acquire) {
+            while self.locked.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    // the holder was preempted: let it run
+                    std::thread::yield_now();
+                }
+            }
+        }
+        SlotGuard(self)
+    }
+}
+
+/// Exclusive access to a slot's magazine until dropped.
+struct SlotGuard<'a>(&'a Slot);
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = Magazine;
+    #[inline]
+    fn deref(&self) -> &Magazine {
+        // SAFETY: the guard holds the slot's lock, so no other reference
+        // to the magazine exists while it lives.
+        unsafe { &*self.0.magazine.get() }
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Magazine {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only use.
+        unsafe { &mut *self.0.magazine.get() }
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Ids of allocators, so that a thread's slots never match a later
+/// allocator at the address of a dropped one.
+static NEXT_ALLOCATOR: AtomicU32 = AtomicU32::new(1);
+
+thread_local! {
+    /// This thread's slots: (allocator id, slot).
+    static SLOTS: RefCell<Vec<(u32, Arc<Slot>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The magazines of one allocator: its id and the registry of its slots.
+pub(super) struct Magazines {
+    id: u32,
+    slots: Mutex<Vec<Arc<Slot>>>,
+}
+
+impl Magazines {
+    pub(super) fn new() -> Self {
+        Magazines {
+            id: NEXT_ALLOCATOR.fetch_add(1, Ordering::Relaxed),
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The allocator's id (stamped into its allocations).
+    pub(super) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Runs `f` on the calling thread's magazine of this allocator; `None`
+    /// when it has none yet (see [`register`](Self::register)) or the
+    /// thread is exiting.
+    #[inline]
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut Magazine) -> R) -> Option<R> {
+        SLOTS
+            .try_with(|s| {
+                let s = s.try_borrow().ok()?;
+                let (_, slot) = s.iter().find(|(id, _)| *id == self.id)?;
+                let mut m = slot.lock();
+                Some(f(&mut m))
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Gives the calling thread a magazine of this allocator, if it has
+    /// none; drains the magazines of exited threads first. `g` is the
+    /// allocator's state, locked by the caller.
+    pub(super) fn register(&self, g: &mut Inner) {
+        let _ = SLOTS.try_with(|s| {
+            let Ok(mut s) = s.try_borrow_mut() else {
+                return;
+            };
+            if s.iter().any(|(id, _)| *id == self.id) {
+                return;
+            }
+            // forget slots of dropped allocators (only this thread holds them)
+            s.retain(|(_, slot)| Arc::strong_count(slot) > 1);
+            let slot = Arc::new(Slot::new());
+            self.drain_where(g, |slot| Arc::strong_count(slot) == 1);
+            self.slots.lock().push(Arc::clone(&slot));
+            s.push((self.id, slot));
+        });
+    }
+
+    /// Returns every magazine's blocks to `g` (freed there, merged with
+    /// their neighbours) and settles the statistics of their hits; slots of
+    /// exited threads are dropped. After it `g` is the exact state.
+    pub(super) fn drain(&self, g: &mut Inner) {
+        self.drain_where(g, |_| true);
+    }
+
+    fn drain_where(&self, g: &mut Inner, which: impl Fn(&Arc<Slot>) -> bool) {
+        let mut slots = self.slots.lock();
+        slots.retain(|slot| {
+            if !which(slot) {
+                return true;
+            }
+            let mut m = slot.lock();
+            g.add_magazine_hits(m.hits);
+            m.hits = (0, 0, 0);
+            for a in m.blocks.drain(..) {
+                g.deactivate(a.block);
+            }
+            // only the registry holds it: its thread exited
+            Arc::strong_count(slot) > 1
+        });
+    }
+
+    /// Drains every magazine and forgets all slots (the allocator drops).
+    pub(super) fn close(&self, g: &mut Inner) {
+        self.drain(g);
+        self.slots.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::super::raw::HostRaw;
+    use super::super::*;
+
+    const KIB: usize = 1 << 10;
+    const MIB: usize = 1 << 20;
+
+    fn host(cap: Option<usize>) -> (CachingAllocator, Arc<HostRaw>) {
+        let raw = Arc::new(HostRaw::new(cap));
+        let a = CachingAllocator::new("emu:0".into(), Box::new(Arc::clone(&raw)));
+        (a, raw)
+    }
+
+    /// One call site for every allocation, so that magazine hits can happen.
+    fn alloc_at_one_site(a: &CachingAllocator, bytes: usize, stream: StreamId) -> Allocation {
+        a.allocate(bytes, stream, Location::caller())
+            .expect("host memory")
+    }
+
+    #[test]
+    fn thread_cached_block_is_reused_counted_and_reclaimed_by_empty_cache() {
+        let (a, raw) = host(None);
+        let x = alloc_at_one_site(&a, 1000, 0);
+        let p = x.ptr();
+        a.free(x);
+        for _ in 0..5 {
+            let y = alloc_at_one_site(&a, 1000, 0);
+            assert_eq!(y.ptr(), p, "the thread's cached block is reused");
+            a.free(y);
+        }
+        let s = a.stats();
+        assert_eq!(s.allocation.all.current, 0);
+        assert_eq!(s.allocation.all.allocated, 6, "hits count as allocations");
+        assert_eq!(s.allocation.small_pool.freed, 6);
+        assert_eq!(s.allocated_bytes.all.allocated, 6 * 1024);
+        assert_eq!(s.requested_bytes.all.freed, 6 * 1000);
+        assert_eq!(s.allocated_bytes.all.peak, 1024);
+        assert_eq!(s.inactive_split.all.current, 0, "drained and merged");
+        assert_eq!(a.largest_free_block(), 2 * MIB);
+        // a block waiting in the magazine is reclaimed by empty_cache
+        let y = alloc_at_one_site(&a, 1000, 0);
+        a.free(y);
+        a.empty_cache();
+        assert_eq!(a.stats().reserved_bytes.all.current, 0);
+        assert_eq!(raw.used(), 0);
+    }
+
+    #[test]
+    fn peaks_stay_exact_with_blocks_in_the_magazine() {
+        let (a, _raw) = host(None);
+        let x = alloc_at_one_site(&a, KIB, 0);
+        let y = alloc_at_one_site(&a, KIB, 0);
+        a.free(x);
+        a.free(y);
+        // both come back from the magazine: no new peak
+        let x = alloc_at_one_site(&a, KIB, 0);
+        let y = alloc_at_one_site(&a, KIB, 0);
+        a.free(x);
+        // a 4 KiB allocation while a 1 KiB block waits in the magazine:
+        // true current 1 KiB + 4 KiB, not 2 KiB + 4 KiB
+        let z = a.allocate(4 * KIB, 0, Location::caller()).expect("host");
+        let s = a.stats();
+        assert_eq!(s.allocated_bytes.all.current, 5 * KIB as i64);
+        assert_eq!(s.allocated_bytes.all.peak, 5 * KIB as i64);
+        assert_eq!(s.allocation.all.peak, 2);
+        // now a hit after the drain cannot exist: this one is a fresh block
+        let x = alloc_at_one_site(&a, KIB, 0);
+        let s = a.stats();
+        assert_eq!(s.allocated_bytes.all.peak, 6 * KIB as i64);
+        assert_eq!(s.allocation.all.peak, 3);
+        for b in [x, y, z] {
+            a.free(b);
+        }
+        a.reset_peak_stats();
+        let s = a.stats();
+        assert_eq!(s.allocated_bytes.all.peak, 0);
+        assert_eq!(s.requested_bytes.all.current, 0);
+    }
+
+    #[test]
+    fn oom_retry_reclaims_thread_cached_blocks() {
+        // one small segment fills the device
+        let (a, raw) = host(Some(2 * MIB));
+        let mut x = alloc_at_one_site(&a, MIB, 0);
+        let y = alloc_at_one_site(&a, MIB, 0);
+        // x is freed under the lock, y waits in the magazine; the peak (2 MiB)
+        // leaves room for one more MiB, so nothing drains before the device
+        // is found full
+        a.request_free(&mut x);
+        a.free(x);
+        a.free(y);
+        // another stream needs its own segment: only the drained, released
+        // cache makes room for it
+        let z = a
+            .allocate(MIB, 1, Location::caller())
+            .expect("cache reclaimed");
+        assert_eq!(raw.used(), 2 * MIB);
+        assert_eq!(a.stats().num_alloc_retries, 1);
+        a.free(z);
+    }
+
+    #[test]
+    fn deferred_frees_and_other_requests_bypass_the_magazine() {
+        let (a, _raw) = host(None);
+        let mut x = alloc_at_one_site(&a, KIB, 0);
+        a.request_free(&mut x);
+        a.free(x);
+        // freed under the lock: merged back at once
+        assert_eq!(a.segments()[0].blocks.len(), 1);
+        let x = alloc_at_one_site(&a, KIB, 0);
+        a.free(x);
+        // another requested size or stream is not served from the magazine
+        let y = alloc_at_one_site(&a, 2 * KIB, 0);
+        let z = alloc_at_one_site(&a, KIB, 1);
+        let s = a.stats();
+        assert_eq!(s.allocated_bytes.all.current, 3 * KIB as i64);
+        assert_eq!(s.segment.all.current, 2);
+        a.free(y);
+        a.free(z);
+    }
+
+    #[test]
+    fn stats_stay_exact_with_two_threads_allocating_and_freeing() {
+        let (a, raw) = host(None);
+        let a = Arc::new(a);
+        const ROUNDS: usize = 2000;
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                let a = Arc::clone(&a);
+                std::thread::spawn(move || {
+                    let mut keep = Vec::new();
+                    for i in 0..ROUNDS {
+                        let x = alloc_at_one_site(&a, KIB * (t + 1), 0);
+                        if i % 100 == 0 {
+                            keep.push(x);
+                        } else {
+                            a.free(x);
+                        }
+                    }
+                    keep
+                })
+            })
+            .collect();
+        let kept: Vec<Allocation> = handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("no panic"))
+            .collect();
+        // the threads exited with blocks in their magazines
+        let s = a.stats();
+        assert_eq!(s.allocation.all.current, kept.len() as i64);
+        assert_eq!(s.allocation.all.allocated, 2 * ROUNDS as i64);
+        assert_eq!(s.allocated_bytes.all.current, 20 * 3 * KIB as i64);
+        assert_eq!(
+            s.allocated_bytes.all.allocated,
+            ROUNDS as i64 * 3 * KIB as i64
+        );
+        // 20 kept per thread, and at most one more each in flight
+        assert!((40..=42).contains(&s.allocation.all.peak));
+        for x in kept {
+            a.free(x);
+        }
+        let s = a.stats();
+        assert_eq!(s.allocation.all.current, 0);
+        assert_eq!(s.requested_bytes.all.current, 0);
+        assert_eq!(s.inactive_split.all.current, 0);
+        a.empty_cache();
+        assert_eq!(raw.used(), 0);
+    }
+}
