@@ -51,7 +51,9 @@ fn mlp(batch: usize, dev: &Device) -> Result<Work> {
         let mut h = x.clone();
         let layers = params.len() / 2;
         for (i, wb) in params.chunks(2).enumerate() {
-            h = h.matmul(wb[0].as_tensor())?.broadcast_add(wb[1].as_tensor())?;
+            h = h
+                .matmul(wb[0].as_tensor())?
+                .broadcast_add(wb[1].as_tensor())?;
             if i + 1 < layers {
                 h = h.relu()?;
             }
@@ -85,7 +87,10 @@ fn setup(kind: &str, args: &[&str], dev: &Device) -> std::result::Result<Work, S
             let (mut a, mut b) = if transposed {
                 (randn((s, s))?, randn((s, s))?)
             } else {
-                (randn((1, n))?.flatten_all().map_err(e)?, randn((1, n))?.flatten_all().map_err(e)?)
+                (
+                    randn((1, n))?.flatten_all().map_err(e)?,
+                    randn((1, n))?.flatten_all().map_err(e)?,
+                )
             };
             if transposed {
                 a = a.t().map_err(e)?;
@@ -110,7 +115,9 @@ fn setup(kind: &str, args: &[&str], dev: &Device) -> std::result::Result<Work, S
         }
         "softmax" => {
             let x = randn((num(args, 0)?, num(args, 1)?))?;
-            Ok(Box::new(move || Ok(vec![candle_nn::ops::softmax_last_dim(&x)?])))
+            Ok(Box::new(move || {
+                Ok(vec![candle_nn::ops::softmax_last_dim(&x)?])
+            }))
         }
         "matmul" => {
             let (b, m, k, n) = (num(args, 0)?, num(args, 1)?, num(args, 2)?, num(args, 3)?);
@@ -131,7 +138,11 @@ fn setup(kind: &str, args: &[&str], dev: &Device) -> std::result::Result<Work, S
             let a = Var::ones(1, DType::F32, dev).map_err(e)?;
             let plain = Tensor::ones(1, DType::F32, dev).map_err(e)?;
             Ok(Box::new(move || {
-                let mut x = if grad { a.as_tensor().clone() } else { plain.clone() };
+                let mut x = if grad {
+                    a.as_tensor().clone()
+                } else {
+                    plain.clone()
+                };
                 for _ in 0..len {
                     x = (&x + &b)?;
                 }
@@ -153,9 +164,13 @@ fn setup(kind: &str, args: &[&str], dev: &Device) -> std::result::Result<Work, S
             let n = num(args, 0)? / 4;
             let dev = dev.clone();
             // SAFETY: the tensor is never read; this times the allocation alone.
-            Ok(Box::new(move || Ok(vec![unsafe { Tensor::empty(n, DType::F32, &dev)? }])))
+            Ok(Box::new(move || {
+                Ok(vec![unsafe { Tensor::empty(n, DType::F32, &dev)? }])
+            }))
         }
-        "to" => Err("skip candle has no second device here (emu:N is tensorguard's emulated device)".into()),
+        "to" => Err(
+            "skip candle has no second device here (emu:N is tensorguard's emulated device)".into(),
+        ),
         _ => Err(format!("unknown workload kind `{kind}`")),
     }
 }
@@ -177,7 +192,12 @@ fn median(v: &mut [f64]) -> f64 {
 /// repetitions of `inner` calls (enough for 100 µs) until the budget is spent,
 /// with at least `min_reps` and at most `max_reps`: the same schedule as the
 /// tensorguard and PyTorch sides.
-fn measure(f: &mut Work, budget: f64, min_reps: usize, max_reps: usize) -> Result<(f64, usize, usize)> {
+fn measure(
+    f: &mut Work,
+    budget: f64,
+    min_reps: usize,
+    max_reps: usize,
+) -> Result<(f64, usize, usize)> {
     let start = Instant::now();
     let mut calls = 0usize;
     loop {
@@ -191,7 +211,9 @@ fn measure(f: &mut Work, budget: f64, min_reps: usize, max_reps: usize) -> Resul
     let inner = ((1e-4 / est.max(1e-9)).ceil() as usize).clamp(1, 10_000);
     let mut times = Vec::new();
     let start = Instant::now();
-    while times.len() < max_reps && (times.len() < min_reps || start.elapsed().as_secs_f64() < budget) {
+    while times.len() < max_reps
+        && (times.len() < min_reps || start.elapsed().as_secs_f64() < budget)
+    {
         let t = Instant::now();
         for _ in 0..inner {
             drop(f()?);
@@ -231,14 +253,20 @@ fn main() {
                 Err(m) => format!("error {m}"),
             },
             ["run", name, budget, min_reps, max_reps] => {
-                let parsed = (budget.parse::<f64>(), min_reps.parse::<usize>(), max_reps.parse::<usize>());
+                let parsed = (
+                    budget.parse::<f64>(),
+                    min_reps.parse::<usize>(),
+                    max_reps.parse::<usize>(),
+                );
                 match (work.get_mut(*name), parsed) {
                     (Some(w), (Ok(b), Ok(lo), Ok(hi))) => match measure(w, b, lo, hi) {
                         Ok((med, reps, inner)) => format!("ok {med:.12e} {reps} {inner}"),
                         Err(e) => format!("error {e}"),
                     },
                     (None, _) => format!("error `{name}` was not set up"),
-                    _ => format!("error `{line}` is not `run <name> <budget_s> <min_reps> <max_reps>`"),
+                    _ => format!(
+                        "error `{line}` is not `run <name> <budget_s> <min_reps> <max_reps>`"
+                    ),
                 }
             }
             _ => format!("error unknown command `{line}`"),
