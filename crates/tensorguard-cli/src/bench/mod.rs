@@ -5,8 +5,20 @@
 //! host memory, device → device and a same-device clone, blocking and
 //! non-blocking, for sizes from 1 KiB to 1 GiB, next to a plain host memcpy
 //! of each size measured in the same run.
+//!
+//! `tensorguard bench compare` runs the same workloads (elementwise ops,
+//! reductions, softmax, matmul, tiny-op chains, an MLP training step,
+//! copies, allocation, transfers) in tensorguard, candle and PyTorch CPU,
+//! interleaved, next to the machine's limits (memcpy, `gemm` called
+//! directly) measured in the same run.
 
 mod args;
+mod compare;
+mod compare_limits;
+mod compare_output;
+mod compare_peers;
+mod compare_plot;
+mod compare_workloads;
 mod copy;
 mod output;
 mod plot;
@@ -15,7 +27,8 @@ mod sizes;
 
 use clap::Subcommand;
 
-pub use args::CopyArgs;
+pub use args::{CompareArgs, CopyArgs};
+pub use compare::run_compare;
 pub use copy::run_copy;
 
 /// The `bench` sub-subcommands.
@@ -24,6 +37,10 @@ pub enum BenchCommand {
     /// Time copies host ↔ device, device → device and a same-device clone
     /// for sizes from 1 KiB to 1 GiB; print a table, write CSV/JSON, plot.
     Copy(CopyArgs),
+    /// Run the same workloads in tensorguard, candle and PyTorch CPU,
+    /// interleaved; print times, ratios and each figure against the
+    /// machine's limits; write JSON, a plot and the README's table.
+    Compare(CompareArgs),
 }
 
 /// Run a `bench` sub-subcommand; `quiet` is the global `-q/--quiet`.
@@ -32,6 +49,10 @@ pub fn run(cmd: BenchCommand, quiet: bool) -> Result<(), String> {
         BenchCommand::Copy(mut args) => {
             args.quiet |= quiet;
             run_copy(&args)
+        }
+        BenchCommand::Compare(mut args) => {
+            args.quiet |= quiet;
+            run_compare(&args)
         }
     }
 }
