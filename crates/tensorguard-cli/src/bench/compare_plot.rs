@@ -65,7 +65,13 @@ where
         .configure_mesh()
         .disable_y_mesh()
         .y_labels(0)
-        .x_label_formatter(&|x| format!("{x:.2}"))
+        .x_label_formatter(&|x| {
+            if *x < 0.01 {
+                format!("{x:.0e}")
+            } else {
+                format!("{x:.2}")
+            }
+        })
         .x_desc("ratio (log scale)")
         .label_style(("sans-serif", 14))
         .draw()
