@@ -9,8 +9,8 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use super::compare::{CompareReport, FRAMEWORKS};
 use super::compare_peers;
+use super::compare_report::{CompareReport, FRAMEWORKS};
 use super::output::fmt_time;
 
 /// The README markers the table is written between.

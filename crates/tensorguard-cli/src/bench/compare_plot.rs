@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::compare::{CompareReport, FRAMEWORKS};
+use super::compare_report::{CompareReport, FRAMEWORKS};
 use super::plot;
 
 const CANDLE: RGBColor = RGBColor(255, 127, 14);

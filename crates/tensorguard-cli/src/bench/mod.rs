@@ -18,6 +18,7 @@ mod compare_limits;
 mod compare_output;
 mod compare_peers;
 mod compare_plot;
+mod compare_report;
 mod compare_workloads;
 mod copy;
 mod output;
