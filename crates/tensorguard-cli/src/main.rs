@@ -1,7 +1,10 @@
 //! The `tensorguard` command line: `tensorguard doctor` reports the devices
 //! this build can use and checks that the runtime works on each of them;
-//! `tensorguard bench copy` measures copy costs on this machine.
-#![forbid(unsafe_code)]
+//! `tensorguard bench copy` measures copy costs on this machine, and
+//! `tensorguard bench compare` compares tensorguard with candle and PyTorch.
+// One function may use `unsafe`: `bench compare` calls `gemm::gemm` directly
+// for the peak GFLOP/s it holds matmul against (`bench/compare_limits.rs`).
+#![deny(unsafe_code)]
 
 use std::process::ExitCode;
 
@@ -37,7 +40,8 @@ enum Command {
         #[arg(long)]
         device: Option<String>,
     },
-    /// Measure on this machine (`bench copy`: the copy-cost table).
+    /// Measure on this machine (`bench copy`: the copy-cost table; `bench
+    /// compare`: tensorguard against candle and PyTorch).
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,

@@ -44,3 +44,51 @@ pub struct CopyArgs {
     #[arg(skip)]
     pub quiet: bool,
 }
+
+/// Options of `tensorguard bench compare`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CompareArgs {
+    /// A smoke run: one round, a few milliseconds per workload and small
+    /// limit measurements. Its figures are not worth comparing.
+    #[arg(long)]
+    pub quick: bool,
+    /// Rounds per workload; each round runs every framework once, in a
+    /// rotating order (A/B/C, B/C/A, ...). Default 3 (1 with `--quick`).
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Seconds each framework spends timing one workload in one round (after
+    /// a warm-up of a quarter of that). Default 0.15 (0.005 with `--quick`).
+    #[arg(long)]
+    pub budget: Option<f64>,
+    /// Only the workloads whose name contains one of these comma-separated
+    /// words (e.g. `add,matmul_1024`).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw the ratios as a bar chart into this file (`.png` or `.svg`).
+    #[arg(long)]
+    pub png: Option<PathBuf>,
+    /// Replace the table between the `bench-compare` markers of this
+    /// Markdown file (e.g. `README.md`) with this run's.
+    #[arg(long)]
+    pub readme: Option<PathBuf>,
+    /// Write `benches/results/<machine>.json` and `.png` and update the
+    /// README's table, in the repository this binary was built from.
+    #[arg(long)]
+    pub save: bool,
+    /// The machine's name in the results file name (default:
+    /// `<hostname>-<N>core`).
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Leave PyTorch out.
+    #[arg(long)]
+    pub no_torch: bool,
+    /// Leave candle out.
+    #[arg(long)]
+    pub no_candle: bool,
+    /// No progress lines (set by the global `-q/--quiet`).
+    #[arg(skip)]
+    pub quiet: bool,
+}

@@ -7,8 +7,21 @@
 //! of each size measured in the same run. `tensorguard bench gpu` times
 //! the GPU check's device workloads (elementwise, copies, matmul, launch
 //! and allocation costs) for comparison with PyTorch's.
+//!
+//! `tensorguard bench compare` runs the same workloads (elementwise ops,
+//! reductions, softmax, matmul, tiny-op chains, an MLP training step,
+//! copies, allocation, transfers) in tensorguard, candle and PyTorch CPU,
+//! interleaved, next to the machine's limits (memcpy, `gemm` called
+//! directly) measured in the same run.
 
 mod args;
+mod compare;
+mod compare_limits;
+mod compare_output;
+mod compare_peers;
+mod compare_plot;
+mod compare_report;
+mod compare_workloads;
 mod copy;
 mod gpu;
 mod output;
@@ -18,7 +31,8 @@ mod sizes;
 
 use clap::Subcommand;
 
-pub use args::CopyArgs;
+pub use args::{CompareArgs, CopyArgs};
+pub use compare::run_compare;
 pub use copy::run_copy;
 pub use gpu::{run_gpu, GpuArgs};
 
@@ -32,6 +46,10 @@ pub enum BenchCommand {
     /// tiny-op launch, allocation) as `scripts/gpu_bench_torch.py` times
     /// PyTorch's.
     Gpu(GpuArgs),
+    /// Run the same workloads in tensorguard, candle and PyTorch CPU,
+    /// interleaved; print times, ratios and each figure against the
+    /// machine's limits; write JSON, a plot and the README's table.
+    Compare(CompareArgs),
 }
 
 /// Run a `bench` sub-subcommand; `quiet` is the global `-q/--quiet`.
@@ -42,5 +60,9 @@ pub fn run(cmd: BenchCommand, quiet: bool) -> Result<(), String> {
             run_copy(&args)
         }
         BenchCommand::Gpu(args) => run_gpu(&args),
+        BenchCommand::Compare(mut args) => {
+            args.quiet |= quiet;
+            run_compare(&args)
+        }
     }
 }

@@ -42,10 +42,22 @@ pub fn check_path(path: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "bench copy: `--plot {}` needs a `.png` or `.svg` extension to choose the image format.",
+            "bench: `{}` needs a `.png` or `.svg` extension to choose the image format.",
             path.display()
         ))
     }
+}
+
+/// Register the embedded font as `sans-serif` (once per process); every
+/// plot of `bench` draws its text with it.
+pub fn ensure_font() -> Result<(), String> {
+    let mut font_error = None;
+    REGISTER.call_once(|| {
+        if register_font("sans-serif", FontStyle::Normal, FONT).is_err() {
+            font_error = Some("the embedded font could not be loaded".to_string());
+        }
+    });
+    font_error.map_or(Ok(()), Err)
 }
 
 /// Draw the report into `path` (`.png` or `.svg`).
@@ -55,15 +67,7 @@ pub fn draw(path: &Path, report: &CopyReport) -> Result<(), String> {
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    let mut font_error = None;
-    REGISTER.call_once(|| {
-        if register_font("sans-serif", FontStyle::Normal, FONT).is_err() {
-            font_error = Some("the embedded font could not be loaded".to_string());
-        }
-    });
-    if let Some(e) = font_error {
-        return Err(err(e));
-    }
+    ensure_font().map_err(err)?;
     match ext.as_str() {
         "png" => chart(BitMapBackend::new(path, SIZE).into_drawing_area(), report).map_err(err),
         "svg" => chart(SVGBackend::new(path, SIZE).into_drawing_area(), report).map_err(err),
