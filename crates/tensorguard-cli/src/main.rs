@@ -2,9 +2,7 @@
 //! this build can use and checks that the runtime works on each of them;
 //! `tensorguard bench copy` measures copy costs on this machine, and
 //! `tensorguard bench compare` compares tensorguard with candle and PyTorch.
-// One function may use `unsafe`: `bench compare` calls `gemm::gemm` directly
-// for the peak GFLOP/s it holds matmul against (`bench/compare_limits.rs`).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -16,7 +16,7 @@ pub struct Limits {
     pub memcpy_all_gbps: f64,
     /// Bytes per buffer of the memcpy measurement.
     pub memcpy_bytes: usize,
-    /// The best GFLOP/s of `gemm::gemm` (f32, all threads) over the sizes tried.
+    /// The best GFLOP/s of the `gemm` crate called directly (`device::host_gemm_f32`: f32, all threads) over the sizes tried.
     pub gemm_peak_gflops: f64,
     /// The square size that gave it.
     pub gemm_peak_size: usize,
@@ -74,7 +74,7 @@ pub fn measure_all(quick: bool, budget: f64) -> Result<Limits, String> {
         let mut c = vec![0.0f32; m * m];
         let (t, _, _) = measure(
             &mut || {
-                gemm_f32(m, &a, &b, &mut c);
+                tensorguard::device::host_gemm_f32(m, m, m, &a, &b, &mut c)?;
                 std::hint::black_box(&c);
                 Ok(())
             },
@@ -99,38 +99,4 @@ pub fn measure_all(quick: bool, budget: f64) -> Result<Limits, String> {
         gemm_by_size: by_size,
         threads,
     })
-}
-
-/// `c = a @ b` for row-major `m`×`m` matrices, by the `gemm` crate on all
-/// the rayon threads, as tensorguard's cpu matmul calls it.
-#[allow(unsafe_code)]
-fn gemm_f32(m: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    assert!(a.len() >= m * m && b.len() >= m * m && c.len() >= m * m);
-    let s = m as isize;
-    // SAFETY: the three slices hold m*m elements each (checked above), with
-    // row-major strides (column stride 1, row stride m); `c` is borrowed
-    // mutably, so nothing else reads or writes it during the call.
-    unsafe {
-        gemm::gemm(
-            m,
-            m,
-            m,
-            c.as_mut_ptr(),
-            1,
-            s,
-            false,
-            a.as_ptr(),
-            1,
-            s,
-            b.as_ptr(),
-            1,
-            s,
-            0.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            gemm::Parallelism::Rayon(0),
-        )
-    };
 }

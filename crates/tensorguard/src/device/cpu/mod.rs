@@ -5,12 +5,14 @@ mod copy;
 pub(crate) mod custom;
 mod elementwise;
 pub(crate) mod exec;
+mod gemm_direct;
 mod index;
 mod iter;
 mod matmul;
 mod reduce;
 
 pub(crate) use custom::Custom;
+pub use gemm_direct::host_gemm_f32;
 pub(crate) use iter::gather_strided;
 
 use crate::device::kernel::{KIn, KOut, Kernel};
