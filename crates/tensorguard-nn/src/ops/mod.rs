@@ -11,6 +11,7 @@
 //! until they get `Function::forward_device` kernels.
 
 mod bias_gelu;
+mod bias_relu;
 mod channel_bias;
 mod conv;
 mod cross_entropy;
@@ -20,6 +21,7 @@ mod loss;
 mod pool;
 
 pub use bias_gelu::bias_gelu;
+pub use bias_relu::bias_relu;
 pub use conv::conv2d;
 pub use cross_entropy::{cross_entropy, CrossEntropyOptions};
 pub use gelu::{gelu, GeluApproximate};
