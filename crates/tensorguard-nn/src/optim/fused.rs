@@ -367,7 +367,7 @@ impl<S> FuseGroup<S> {
                     .any(|(j, _)| params[*j].1.shares_storage(p))
         };
         let n = p.numel();
-        match groups.iter_mut().rev().next().filter(|grp| fits(grp)) {
+        match groups.last_mut().filter(|grp| fits(grp)) {
             Some(grp) => {
                 grp.members.push((i, g));
                 grp.scalars.push(s);

@@ -8,7 +8,10 @@ use super::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
 
 /// Three parameters of different shapes (and one f64 one), equal in both
 /// sets.
-fn params(dtype64: bool) -> Result<(Vec<(String, Tensor)>, Vec<(String, Tensor)>)> {
+/// Named parameters, as an optimizer takes them.
+type Named = Vec<(String, Tensor)>;
+
+fn params(dtype64: bool) -> Result<(Named, Named)> {
     tensorguard::manual_seed(7);
     let shapes: [&[usize]; 3] = [&[5, 3], &[3], &[2, 2, 2]];
     let mut a = Vec::new();
