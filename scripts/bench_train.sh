@@ -7,6 +7,9 @@
 #      none)) on fixed random inputs; each process warms up, then reports the
 #      median of STEPS steps. The frameworks run interleaved, A/B/C/A/B/C, for
 #      ROUNDS rounds; the table shows the median of the per-round medians.
+#      raw_step_b64 / raw_step_b256: the issue's raw-tensor SGD step of the
+#      same MLP (matmul/add/relu, log_softmax + gather loss, backward, p -=
+#      lr * grad under no_grad), tensorguard and PyTorch only.
 #   2. cnn_epoch: one epoch of `tensorguard train --dataset fashion-mnist
 #      --model cnn --epochs 1` (its metrics JSON's `wall_s`: training plus
 #      evaluation on the 10k test set) against the same model and loop in
@@ -54,7 +57,9 @@ for l in sys.stdin:
 CANDLE_BIN=""
 CANDLE_VERSION=""
 CANDLE_TARGET=$TARGET/candle-train
-if CARGO_TARGET_DIR=$CANDLE_TARGET cargo build --release \
+if [[ "${CANDLE:-1}" == "0" ]]; then
+    echo "candle: skipped (CANDLE=0)" >&2
+elif CARGO_TARGET_DIR=$CANDLE_TARGET cargo build --release \
     --manifest-path benches/candle-train/Cargo.toml >&2; then
     CANDLE_BIN=$CANDLE_TARGET/release/candle-train-bench
     CANDLE_VERSION=$(grep -A1 '^name = "candle-core"' benches/candle-train/Cargo.lock |
@@ -122,7 +127,7 @@ python3 - "$RAW" "$OUT" <<PY
 import json, statistics, sys
 raw, out = sys.argv[1], sys.argv[2]
 rows = [json.loads(l) for l in open(raw) if l.strip()]
-workloads = ["mlp_step_b64", "mlp_step_b256", "cnn_epoch"]
+workloads = ["mlp_step_b64", "mlp_step_b256", "raw_step_b64", "raw_step_b256", "cnn_epoch"]
 fws = ["tensorguard", "pytorch", "candle"]
 res = {}
 for w in workloads:
@@ -140,6 +145,7 @@ def fmt(x, unit):
     return f"{x * 1e3:.2f} ms" if unit == "ms" else f"{x:.2f} s"
 hdr = ["workload", "tensorguard", "pytorch", "candle", "tg/pytorch", "tg/candle"]
 lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+workloads = [w for w in workloads if res[w]]
 for w in workloads:
     unit = "s" if w == "cnn_epoch" else "ms"
     cell = lambda f: fmt(res[w][f]["median_s"], unit) if f in res[w] else "n/a"

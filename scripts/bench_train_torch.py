@@ -5,6 +5,11 @@
         Linear+ReLU, Linear), cross-entropy on class indices, backward,
         Adam(lr=1e-3) step, zero_grad(set_to_none=True), fixed random
         inputs; warm-up, then the median of --steps steps, per batch size.
+        Then the raw-tensor SGD step (raw_step_bN) of
+        crates/tensorguard-nn/benches/train_step.rs: weights [in, out],
+        grads set to None, matmul + add + relu, loss
+        -log_softmax(logits).gather(1, y).mean(), backward, p -= 0.01 *
+        grad in place under no_grad.
   cnn:  one epoch of tensorguard train's CNN on Fashion-MNIST (the model of
         crates/tensorguard-cli/src/train/model.rs: conv3x3(1->16, pad 1),
         ReLU, maxpool2, conv3x3(16->32, pad 1), ReLU, maxpool2, flatten,
@@ -33,6 +38,48 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
+def timed(args, step):
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def raw(args, batch):
+    torch.manual_seed(0)
+    sizes = [784, 256, 256, 10]
+    params = []
+    for fan_in, fan_out in zip(sizes, sizes[1:]):
+        w = (torch.randn(fan_in, fan_out) * (2.0 / fan_in) ** 0.5).requires_grad_(True)
+        params += [w, torch.zeros(fan_out).requires_grad_(True)]
+    x = torch.randn(batch, 784)
+    y = torch.randint(0, 10, (batch,))
+
+    def step():
+        for p in params:
+            p.grad = None
+        h = x
+        layers = len(params) // 2
+        for i in range(layers):
+            h = h @ params[2 * i] + params[2 * i + 1]
+            if i + 1 < layers:
+                h = h.relu()
+        loss = -h.log_softmax(-1).gather(1, y.unsqueeze(1)).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p.sub_(p.grad * 0.01)
+
+    print(json.dumps({
+        "framework": "pytorch", "workload": f"raw_step_b{batch}",
+        "batch": batch, "median_s": timed(args, step), "steps": args.steps,
+    }), flush=True)
+
+
 def mlp(args):
     for batch in args.batches:
         torch.manual_seed(0)
@@ -51,18 +98,14 @@ def mlp(args):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        for _ in range(args.warmup):
-            step()
-        times = []
-        for _ in range(args.steps):
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-        print(json.dumps({
-            "framework": "pytorch", "workload": f"mlp_step_b{batch}",
-            "batch": batch, "median_s": statistics.median(times),
-            "steps": args.steps,
-        }), flush=True)
+        if "mlp" in args.workloads:
+            print(json.dumps({
+                "framework": "pytorch", "workload": f"mlp_step_b{batch}",
+                "batch": batch, "median_s": timed(args, step),
+                "steps": args.steps,
+            }), flush=True)
+        if "raw" in args.workloads:
+            raw(args, batch)
 
 
 def idx(path):
@@ -140,6 +183,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["mlp", "cnn", "info"])
     p.add_argument("--batches", default="64,256")
+    p.add_argument("--workloads", default="mlp,raw")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -147,6 +191,7 @@ def main():
     p.add_argument("--limit", type=int, default=0)
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
+    args.workloads = args.workloads.split(",")
     # intra-op threads = the cores; one inter-op thread (nothing to overlap)
     torch.set_num_threads(args.threads)
     if args.mode == "info":

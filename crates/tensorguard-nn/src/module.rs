@@ -181,6 +181,22 @@ pub trait Module: Send + Sync {
         Ok(())
     }
 
+    /// `relu(self.forward(x))`, which a module may compute fused (a
+    /// [`Linear`](crate::Linear) adds its bias and applies the ReLU in one
+    /// kernel). [`Sequential`](crate::Sequential) calls it for a module
+    /// followed by a [`ReLU`](crate::ReLU). The default is the unfused
+    /// composition; an override must give the same result.
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward(x)?.relu()
+    }
+
+    /// Whether this module is a plain ReLU (so that a container may fuse it
+    /// into the module before it, see
+    /// [`forward_relu`](Module::forward_relu)). The default is false.
+    fn is_relu(&self) -> bool {
+        false
+    }
+
     /// Switch training mode (dropout, batch norm) for this module and its
     /// children. The default does nothing (a module without modes).
     fn set_training(&mut self, _on: bool) {}
@@ -331,6 +347,12 @@ pub(crate) fn visit_named_mut<'a>(
 impl<M: Module + ?Sized> Module for Box<M> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (**self).forward(x)
+    }
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).forward_relu(x)
+    }
+    fn is_relu(&self) -> bool {
+        (**self).is_relu()
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
         (**self).visit_params(prefix, f)

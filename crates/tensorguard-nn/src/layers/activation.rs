@@ -6,6 +6,9 @@ use crate::Module;
 
 macro_rules! activation {
     ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr) => {
+        activation!($(#[$doc])* $name, |$x| $body, false);
+    };
+    ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr, $relu:expr) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
@@ -26,6 +29,9 @@ macro_rules! activation {
             fn describe(&self) -> String {
                 concat!(stringify!($name), "()").to_string()
             }
+            fn is_relu(&self) -> bool {
+                $relu
+            }
         }
     };
 }
@@ -33,7 +39,8 @@ macro_rules! activation {
 activation!(
     /// `max(x, 0)` (PyTorch's `nn.ReLU`).
     ReLU,
-    |x| x.relu()
+    |x| x.relu(),
+    true
 );
 activation!(
     /// The hyperbolic tangent (PyTorch's `nn.Tanh`).

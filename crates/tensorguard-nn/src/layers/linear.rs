@@ -96,9 +96,10 @@ impl Linear {
     }
 }
 
-impl Module for Linear {
+impl Linear {
+    /// `x W^T` after checking `x`'s last dimension.
     #[track_caller]
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn product(&self, x: &Tensor) -> Result<Tensor> {
         if x.shape().last() != Some(&self.in_features) {
             return Err(Error::ShapeMismatch {
                 op: "Linear",
@@ -112,10 +113,28 @@ impl Module for Linear {
                 ),
             });
         }
-        let y = x.matmul(&self.weight.t()?)?;
+        x.matmul(&self.weight.t()?)
+    }
+}
+
+impl Module for Linear {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.product(x)?;
         match &self.bias {
             Some(b) => y.add(b),
             None => Ok(y),
+        }
+    }
+
+    /// `relu(x W^T + b)` with the bias and the ReLU in one kernel
+    /// ([`bias_relu`](crate::ops::bias_relu)).
+    #[track_caller]
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.product(x)?;
+        match &self.bias {
+            Some(b) => crate::ops::bias_relu(&y, b),
+            None => y.relu(),
         }
     }
 

@@ -61,12 +61,33 @@ impl Sequential {
 }
 
 impl Module for Sequential {
+    /// Each layer in turn; a layer followed by a [`ReLU`](crate::ReLU)
+    /// runs as [`forward_relu`](Module::forward_relu) (fused where the
+    /// layer has a kernel for it, as `Linear`'s bias + ReLU).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut h = x.alias();
-        for l in &self.layers {
-            h = l.forward(&h)?;
+        let mut i = 0;
+        while let Some(l) = self.layers.get(i) {
+            match self.layers.get(i + 1) {
+                Some(next) if next.is_relu() => {
+                    h = l.forward_relu(&h)?;
+                    i += 2;
+                }
+                _ => {
+                    h = l.forward(&h)?;
+                    i += 1;
+                }
+            }
         }
         Ok(h)
+    }
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        match self.layers.last() {
+            // a trailing ReLU already applies it; relu is idempotent, so
+            // fuse into the layer before instead of applying it twice
+            Some(l) if l.is_relu() => self.forward(x),
+            _ => self.forward(x)?.relu(),
+        }
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
         for (i, l) in self.layers.iter().enumerate() {

@@ -11,6 +11,7 @@
 //! (`composed`), which have device kernels and autograd of their own.
 
 mod bias_gelu;
+mod bias_relu;
 mod channel_bias;
 mod composed;
 mod conv;
@@ -21,6 +22,7 @@ mod loss;
 mod pool;
 
 pub use bias_gelu::bias_gelu;
+pub use bias_relu::bias_relu;
 pub use conv::conv2d;
 pub use cross_entropy::{cross_entropy, CrossEntropyOptions};
 pub use gelu::{gelu, GeluApproximate};

@@ -2,7 +2,12 @@
 
 use tensorguard::{Error, Result, Tensor};
 
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_each, Optimizer};
+use tensorguard::autograd::{no_grad, Function};
+
+use super::fused::{self, FuseGroup};
+#[cfg(test)]
+use super::step_each;
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
 use crate::StateDict;
 
 /// [`Adam`]'s and [`AdamW`]'s hyper-parameters.
@@ -78,6 +83,13 @@ impl AdamW {
     }
 }
 
+/// The moments of a parameter the fused step just created them for.
+fn moments(st: &Option<Moments>) -> Result<&Moments> {
+    st.as_ref().ok_or_else(|| Error::Autograd {
+        message: "Adam: internal error: a parameter in the fused step has no moments.".into(),
+    })
+}
+
 struct Moments {
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
@@ -117,38 +129,124 @@ impl Adam {
     }
 }
 
-impl Optimizer for Adam {
-    fn step(&mut self) -> Result<()> {
-        let c = self.cfg;
+impl Adam {
+    /// The unfused update of one parameter (a dozen elementwise ops): for
+    /// the dtypes and devices the fused kernel does not cover.
+    fn update_one(
+        c: AdamConfig,
+        decoupled: bool,
+        p: &Tensor,
+        g: Tensor,
+        m: &mut Moments,
+    ) -> Result<()> {
         let (b1, b2) = c.betas;
-        let decoupled = self.decoupled;
+        let g = if decoupled {
+            if c.weight_decay != 0.0 {
+                p.mul_(1.0 - c.lr * c.weight_decay)?;
+            }
+            g
+        } else {
+            grad_with_decay(p, &g, c.weight_decay)?
+        };
+        let t = m.step as i32;
+        m.exp_avg.mul_(b1)?.add_(&g.mul(1.0 - b1)?)?;
+        m.exp_avg_sq.mul_(b2)?.add_(&g.mul(&g)?.mul(1.0 - b2)?)?;
+        let bc1 = 1.0 - b1.powi(t);
+        let bc2 = 1.0 - b2.powi(t);
+        let denom = m.exp_avg_sq.sqrt()?.div_(bc2.sqrt())?.add_(c.eps)?.alias();
+        p.sub_(&m.exp_avg.div(&denom)?.mul_(c.lr / bc1)?.alias())?;
+        Ok(())
+    }
+
+    /// The unfused step, for tests that compare the fused one with it.
+    #[cfg(test)]
+    pub(crate) fn step_unfused(&mut self) -> Result<()> {
+        let (c, decoupled) = (self.cfg, self.decoupled);
         step_each(&self.params, &mut self.state, |p, g, st| {
-            let g = if decoupled {
-                if c.weight_decay != 0.0 {
-                    p.mul_(1.0 - c.lr * c.weight_decay)?;
-                }
-                g
-            } else {
-                grad_with_decay(p, &g, c.weight_decay)?
-            };
             let m = match st {
                 Some(m) => m,
-                None => st.insert(Moments {
-                    exp_avg: p.zeros_like()?,
-                    exp_avg_sq: p.zeros_like()?,
-                    step: 0,
-                }),
+                None => st.insert(Moments::zeros(p)?),
             };
             m.step += 1;
-            let t = m.step as i32;
-            m.exp_avg.mul_(b1)?.add_(&g.mul(1.0 - b1)?)?;
-            m.exp_avg_sq.mul_(b2)?.add_(&g.mul(&g)?.mul(1.0 - b2)?)?;
-            let bc1 = 1.0 - b1.powi(t);
-            let bc2 = 1.0 - b2.powi(t);
-            let denom = m.exp_avg_sq.sqrt()?.div_(bc2.sqrt())?.add_(c.eps)?.alias();
-            p.sub_(&m.exp_avg.div(&denom)?.mul_(c.lr / bc1)?.alias())?;
-            Ok(())
+            Adam::update_one(c, decoupled, p, g, m)
         })
+    }
+}
+
+impl Moments {
+    fn zeros(p: &Tensor) -> Result<Moments> {
+        Ok(Moments {
+            exp_avg: p.zeros_like()?,
+            exp_avg_sq: p.zeros_like()?,
+            step: 0,
+        })
+    }
+}
+
+impl Optimizer for Adam {
+    /// One multi-tensor kernel per (device, dtype) group of f32/f64
+    /// parameters on the cpu or an emulated device (see the `fused`
+    /// module): it reads each parameter, gradient and moment once and
+    /// writes the new values; each parameter is then updated in place by
+    /// one copy, and the moments become views of the kernel's output (so
+    /// a state dict taken before the step keeps the moments it had).
+    /// Other parameters take the unfused update.
+    fn step(&mut self) -> Result<()> {
+        let (c, decoupled) = (self.cfg, self.decoupled);
+        let (b1, b2) = c.betas;
+        let mut groups: Vec<FuseGroup<fused::AdamScalars>> = Vec::new();
+        no_grad(|| -> Result<()> {
+            for (i, ((_, p), st)) in self.params.iter().zip(&mut self.state).enumerate() {
+                let Some(g) = p.grad() else { continue };
+                let m = match st {
+                    Some(m) => m,
+                    None => st.insert(Moments::zeros(p)?),
+                };
+                m.step += 1;
+                if !fused::fusable(p, &g) {
+                    Adam::update_one(c, decoupled, p, g, m)?;
+                    continue;
+                }
+                let t = m.step as i32;
+                let sc = fused::AdamScalars {
+                    lr: c.lr,
+                    beta1: b1,
+                    beta2: b2,
+                    eps: c.eps,
+                    weight_decay: c.weight_decay,
+                    decoupled,
+                    step_size: c.lr / (1.0 - b1.powi(t)),
+                    bc2_sqrt: (1.0 - b2.powi(t)).sqrt(),
+                };
+                FuseGroup::push(&mut groups, p, i, g, sc, &self.params);
+            }
+            for grp in groups {
+                let mut inputs = Vec::with_capacity(4 * grp.members.len());
+                for (i, g) in &grp.members {
+                    let (p, m) = (&self.params[*i].1, moments(&self.state[*i])?);
+                    inputs.extend([p, g, &m.exp_avg, &m.exp_avg_sq]);
+                }
+                let out = fused::AdamStep {
+                    scalars: grp.scalars,
+                }
+                .apply(&inputs)?;
+                drop(inputs);
+                let total = grp.total;
+                let mut off = 0;
+                for (i, _) in &grp.members {
+                    let p = &self.params[*i].1;
+                    p.copy_(&fused::part(&out, 0, total, off, p)?)?;
+                    if let Some(m) = &mut self.state[*i] {
+                        m.exp_avg = fused::part(&out, 1, total, off, p)?;
+                        m.exp_avg_sq = fused::part(&out, 2, total, off, p)?;
+                    }
+                    off += p.numel();
+                }
+            }
+            Ok(())
+        })?;
+        tensorguard::autograd::mark_step();
+        Ok(())
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params

@@ -9,6 +9,9 @@
 //! before the step cannot be backpropagated through by mistake.
 
 mod adam;
+mod fused;
+#[cfg(test)]
+mod fused_tests;
 mod lr;
 mod sgd;
 
@@ -167,7 +170,8 @@ pub(crate) fn check_hyper(op: &'static str, checks: &[(&str, f64, bool)]) -> Res
 /// that has a gradient, under `no_grad`; then the step is marked for
 /// autograd's retained-graph check (a graph that links one step's nodes to
 /// an earlier step's, like `total_loss += loss`, is warned about once it
-/// keeps growing).
+/// keeps growing). The unfused reference of the fused steps' tests.
+#[cfg(test)]
 pub(crate) fn step_each<S>(
     params: &[(String, Tensor)],
     states: &mut [S],

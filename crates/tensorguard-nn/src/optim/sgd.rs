@@ -2,7 +2,12 @@
 
 use tensorguard::{Result, Tensor};
 
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_each, Optimizer};
+use tensorguard::autograd::{no_grad, Function};
+
+use super::fused::{self, FuseGroup};
+#[cfg(test)]
+use super::step_each;
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
 use crate::StateDict;
 
 /// [`Sgd`]'s hyper-parameters (PyTorch's defaults: no momentum, no
@@ -77,28 +82,89 @@ impl Sgd {
     }
 }
 
-impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
+impl Sgd {
+    /// The unfused update of one parameter: for the dtypes and devices the
+    /// fused kernel does not cover.
+    fn update_one(c: SgdConfig, p: &Tensor, g: Tensor, buf: &mut Option<Tensor>) -> Result<()> {
+        let mut d = grad_with_decay(p, &g, c.weight_decay)?;
+        if c.momentum != 0.0 {
+            let b = match buf {
+                None => buf.insert(d.clone()?),
+                Some(b) => {
+                    b.mul_(c.momentum)?.add_(&d.mul(1.0 - c.dampening)?)?;
+                    b
+                }
+            };
+            d = if c.nesterov {
+                d.add(&b.mul(c.momentum)?)?
+            } else {
+                b.alias()
+            };
+        }
+        p.sub_(&d.mul(c.lr)?)?;
+        Ok(())
+    }
+
+    /// The unfused step, for tests that compare the fused one with it.
+    #[cfg(test)]
+    pub(crate) fn step_unfused(&mut self) -> Result<()> {
         let c = self.cfg;
         step_each(&self.params, &mut self.bufs, |p, g, buf| {
-            let mut d = grad_with_decay(p, &g, c.weight_decay)?;
-            if c.momentum != 0.0 {
-                let b = match buf {
-                    None => buf.insert(d.clone()?),
-                    Some(b) => {
-                        b.mul_(c.momentum)?.add_(&d.mul(1.0 - c.dampening)?)?;
-                        b
-                    }
-                };
-                d = if c.nesterov {
-                    d.add(&b.mul(c.momentum)?)?
-                } else {
-                    b.alias()
-                };
-            }
-            p.sub_(&d.mul(c.lr)?)?;
-            Ok(())
+            Sgd::update_one(c, p, g, buf)
         })
+    }
+}
+
+impl Optimizer for Sgd {
+    /// One multi-tensor kernel per (device, dtype) group of f32/f64
+    /// parameters on the cpu or an emulated device (see the `fused`
+    /// module), then one in-place copy per parameter; the momentum
+    /// buffers become views of the kernel's output. Other parameters take
+    /// the unfused update.
+    fn step(&mut self) -> Result<()> {
+        let c = self.cfg;
+        let mut groups: Vec<FuseGroup<bool>> = Vec::new();
+        no_grad(|| -> Result<()> {
+            for (i, ((_, p), buf)) in self.params.iter().zip(&mut self.bufs).enumerate() {
+                let Some(g) = p.grad() else { continue };
+                if fused::fusable(p, &g) {
+                    FuseGroup::push(&mut groups, p, i, g, buf.is_none(), &self.params);
+                } else {
+                    Sgd::update_one(c, p, g, buf)?;
+                }
+            }
+            for grp in groups {
+                let mut inputs = Vec::with_capacity(3 * grp.members.len());
+                for (i, g) in &grp.members {
+                    let p = &self.params[*i].1;
+                    // the first step with momentum has no buffer: the
+                    // gradient stands in (the kernel does not read it)
+                    inputs.extend([p, g, self.bufs[*i].as_ref().unwrap_or(g)]);
+                }
+                let out = fused::SgdStep {
+                    lr: c.lr,
+                    momentum: c.momentum,
+                    dampening: c.dampening,
+                    weight_decay: c.weight_decay,
+                    nesterov: c.nesterov,
+                    fresh: grp.scalars,
+                }
+                .apply(&inputs)?;
+                drop(inputs);
+                let mut off = 0;
+                for (i, _) in &grp.members {
+                    let p = &self.params[*i].1;
+                    p.copy_(&fused::part(&out, 0, grp.total, off, p)?)?;
+                    if c.momentum != 0.0 {
+                        self.bufs[*i] = Some(fused::part(&out, 1, grp.total, off, p)?);
+                    }
+                    off += p.numel();
+                }
+            }
+            Ok(())
+        })?;
+        tensorguard::autograd::mark_step();
+        Ok(())
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params

@@ -144,7 +144,116 @@ fn matmul_impl(
         site,
     )?;
     if a.dtype().is_float() && autograd::tracking(&[a, b]) {
-        autograd::record(&out, &[a, b], site, formulas::matmul(a, b));
+        let grad = if a.ndim() == 2 && b.ndim() == 2 {
+            mm_grad(a, b)
+        } else {
+            formulas::matmul(a, b)
+        };
+        autograd::record(&out, &[a, b], site, grad);
     }
     Ok(out)
+}
+
+/// A 2-D matrix stored column by column (the transpose of a contiguous
+/// one, as `weight.t()` in a linear layer).
+fn col_major(t: &Tensor) -> bool {
+    let (s, st) = (t.shape(), t.layout().strides.as_slice());
+    s.len() == 2 && s[0] > 1 && s[1] > 1 && st[0] == 1 && st[1] == s[0]
+}
+
+/// The backward of a 2-D product `a @ b` (PyTorch's `mm_mat1_backward` /
+/// `mm_mat2_backward`): only the gradients of the operands that require
+/// one are computed (the first layer's input needs none: that product is
+/// a third of the step's backward), and each gradient is made in its
+/// operand's layout: for a column-major operand (`w.t()`) it is computed
+/// transposed, `(g^T a)^T`, so that after the transpose's backward it is
+/// a contiguous tensor that the leaf's `.grad` takes without a copy.
+fn mm_grad(a: &Tensor, b: &Tensor) -> autograd::Grad {
+    let (need_a, need_b) = (a.is_requires_grad(), b.is_requires_grad());
+    // each gradient needs only the other operand
+    let sa = need_b.then(|| autograd::Saved::new(a));
+    let sb = need_a.then(|| autograd::Saved::new(b));
+    let (a_cols, b_cols) = (col_major(a), col_major(b));
+    let dtype = a.dtype();
+    autograd::Grad::new("MmBackward", move |g, info| {
+        let g = if g.dtype() != dtype {
+            g.to_dtype(dtype)?
+        } else {
+            g.alias()
+        };
+        let g = &g;
+        let ga = match &sb {
+            None => None,
+            Some(sb) => {
+                let y = sb.get(info)?;
+                Some(if a_cols {
+                    y.matmul(&g.t()?)?.t()?
+                } else {
+                    g.matmul(&y.t()?)?
+                })
+            }
+        };
+        let gb = match &sa {
+            None => None,
+            Some(sa) => {
+                let x = sa.get(info)?;
+                Some(if b_cols {
+                    g.t()?.matmul(x)?.t()?
+                } else {
+                    x.t()?.matmul(g)?
+                })
+            }
+        };
+        Ok(vec![ga, gb])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Device, Tensor};
+
+    fn close(a: &Tensor, b: &Tensor) {
+        let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    }
+
+    /// `x @ w.t()` as a linear layer: the weight's gradient is `g^T x`,
+    /// contiguous in the weight's layout, and an input that does not
+    /// require grad gets none (nor is its product computed).
+    #[test]
+    fn mm_backward_makes_gradients_in_their_operands_layouts() {
+        let dev = Device::Cpu;
+        crate::manual_seed(3);
+        let x = Tensor::randn([5, 4], DType::F32, &dev).unwrap();
+        let w = Tensor::randn([3, 4], DType::F32, &dev)
+            .unwrap()
+            .requires_grad(true)
+            .unwrap();
+        let g = Tensor::randn([5, 3], DType::F32, &dev).unwrap();
+        let y = x.matmul(&w.t().unwrap()).unwrap();
+        y.backward_with(&g, false).unwrap();
+        let gw = w.grad().unwrap();
+        assert!(gw.is_contiguous());
+        close(&gw, &g.t().unwrap().matmul(&x).unwrap());
+        assert!(x.grad().is_none());
+
+        // both operands, one of them column-major and requiring grad itself
+        let a = Tensor::randn([4, 5], DType::F32, &dev)
+            .unwrap()
+            .requires_grad(true)
+            .unwrap();
+        let b = Tensor::randn([4, 3], DType::F32, &dev)
+            .unwrap()
+            .requires_grad(true)
+            .unwrap();
+        let at = a.t().unwrap(); // [5, 4], column-major
+        at.matmul(&b).unwrap().backward_with(&g, false).unwrap();
+        let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+        // d(a^T b)/da = b g^T, d/db = a g
+        close(&ga, &b.matmul(&g.t().unwrap()).unwrap());
+        close(&gb, &a.matmul(&g).unwrap());
+    }
 }

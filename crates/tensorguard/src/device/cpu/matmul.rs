@@ -10,10 +10,29 @@ use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout};
 
-/// Products smaller than this many multiply-adds run on one thread: below
-/// it, waking the pool costs more than it saves (measured on a 784-256-10
-/// MLP step).
+/// Products smaller than this many multiply-adds (`m * n * k` of one
+/// matrix of a batch) run on one thread: below it, splitting the product
+/// over the pool costs more in packing, waking and waiting than it saves.
+/// Measured on the 784-256-256-10 MLP training step on 2 cores (see
+/// `docs/bench-train.md`); `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
 const PAR_GEMM: usize = 1 << 22;
+
+/// The threshold in use: [`PAR_GEMM`] or the environment's override, read
+/// once.
+fn par_threshold() -> usize {
+    static T: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("TENSORGUARD_GEMM_PAR_THRESHOLD")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(PAR_GEMM)
+    })
+}
+
+/// Whether a product of `m * n * k` multiply-adds is split over the pool.
+fn parallel(m: usize, n: usize, k: usize) -> bool {
+    m.saturating_mul(n).saturating_mul(k) >= par_threshold() && rayon::current_num_threads() > 1
+}
 
 /// Offsets of each batch's matrices: `f(out_off, a_off, b_off)`.
 fn for_each_batch(o: &Layout, a: &Layout, b: &Layout, mut f: impl FnMut(usize, usize, usize)) {
@@ -62,11 +81,18 @@ fn cs(l: &Layout) -> isize {
 
 fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
     let (m, k, n) = mkn(a.layout, b.layout);
+    gemm_with::<T>(out, a, b, parallel(m, n, k))
+}
+
+/// The product on one thread or split over the pool (`par`): the same
+/// result either way (gemm splits the output, not the sum over `k`).
+fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool) {
+    let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
-    let par = if m * n * k >= PAR_GEMM {
+    let par = if par {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
@@ -202,4 +228,117 @@ pub(crate) fn matmul(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) -> Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// `a @ b` with the operands in the given layouts, one-thread or split.
+    fn product(
+        a: &[f32],
+        al: &Layout,
+        b: &[f32],
+        bl: &Layout,
+        m: usize,
+        n: usize,
+        par: bool,
+    ) -> Vec<f32> {
+        let ol = Layout::contiguous(&[m, n]);
+        let mut o = vec![f32::NAN; m * n];
+        gemm_with::<f32>(
+            &mut KOut {
+                buf: bytemuck::cast_slice_mut(&mut o),
+                layout: &ol,
+                dtype: DType::F32,
+            },
+            &KIn {
+                buf: bytemuck::cast_slice(a),
+                layout: al,
+                dtype: DType::F32,
+            },
+            &KIn {
+                buf: bytemuck::cast_slice(b),
+                layout: bl,
+                dtype: DType::F32,
+            },
+            par,
+        );
+        o
+    }
+
+    /// A `[rows, cols]` layout over column-major storage (a transposed view).
+    fn col_major(rows: usize, cols: usize) -> Layout {
+        let mut l = Layout::contiguous(&[rows, cols]);
+        l.strides = [1, rows].into_iter().collect();
+        l
+    }
+
+    #[test]
+    fn the_one_thread_product_equals_the_split_one_on_every_operand_layout() {
+        // the MLP step's shapes (forward, x^T g, g W^T) and an odd one
+        for (m, k, n) in [(64, 784, 256), (256, 64, 256), (64, 256, 784), (37, 19, 53)] {
+            let (a, b) = (values(m * k, 1), values(k * n, 2));
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let al = if ta {
+                    col_major(m, k)
+                } else {
+                    Layout::contiguous(&[m, k])
+                };
+                let bl = if tb {
+                    col_major(k, n)
+                } else {
+                    Layout::contiguous(&[k, n])
+                };
+                let one = product(&a, &al, &b, &bl, m, n, false);
+                let split = product(&a, &al, &b, &bl, m, n, true);
+                // the reference, a plain f64 sum over k, on a sample of the
+                // entries (every entry of the split product is compared)
+                for r in 0..m {
+                    for c in 0..n {
+                        let (x, y) = (one[r * n + c], split[r * n + c]);
+                        assert!(
+                            (x - y).abs() <= 1e-5 * (1.0 + x.abs()),
+                            "split ({m},{k},{n}) {ta} {tb}: {y} vs {x}"
+                        );
+                        if (r * n + c) % 17 != 0 {
+                            continue;
+                        }
+                        let at = |i: usize, j: usize| if ta { a[j * m + i] } else { a[i * k + j] };
+                        let bt = |i: usize, j: usize| if tb { b[j * k + i] } else { b[i * n + j] };
+                        let want: f64 = (0..k).map(|j| at(r, j) as f64 * bt(j, c) as f64).sum();
+                        let tol = 1e-4 * (1.0 + want.abs());
+                        assert!(
+                            (x as f64 - want).abs() < tol,
+                            "one thread ({m},{k},{n}) {ta} {tb}: {x} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_products_stay_on_one_thread_and_large_ones_split() {
+        assert!(!parallel(64, 256, 10));
+        assert!(!parallel(usize::MAX, 0, 3));
+        let big = parallel(1024, 1024, 1024);
+        assert_eq!(
+            big,
+            rayon::current_num_threads() > 1 && par_threshold() <= 1 << 30
+        );
+    }
 }

@@ -1,0 +1,204 @@
+//! Fused bias + ReLU, forward and backward, as one custom op each:
+//! `relu(x + b)` for a bias along the last dimension (the epilogue of a
+//! linear layer followed by a ReLU).
+
+use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
+use tensorguard::{DType, Device, Error, Result, Tensor};
+
+use super::host::{arity, invalid, no_double_backward, operands};
+
+/// `relu(x + b)` in one kernel (one pass and one output instead of two),
+/// as `torch.relu(x + b)`; its backward is one kernel, `grad * (y > 0)`
+/// from the saved output, plus the bias gradient's sum over the leading
+/// dimensions.
+///
+/// `x` has at least one dimension; `b` is one-dimensional, of the size of
+/// `x`'s last dimension, of `x`'s dtype (`f32` or `f64`). On a device
+/// without host kernels (CUDA), and for other dtypes, it is the unfused
+/// `x.add(b)?.relu()`, with the same result.
+///
+/// ```
+/// use tensorguard_nn::ops::bias_relu;
+/// use tensorguard_nn::tensorguard::{Device, Tensor};
+/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
+/// let x = Tensor::from_vec(vec![-1.0f32, 0.0, 1.0, 2.0], [2, 2], &Device::Cpu)?.requires_grad(true)?;
+/// let b = Tensor::from_vec(vec![0.5f32, -0.5], [2], &Device::Cpu)?.requires_grad(true)?;
+/// let y = bias_relu(&x, &b)?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![0.0, 0.0, 1.5, 1.5]);
+/// y.sum()?.backward()?;
+/// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.0, 0.0, 1.0, 1.0]);
+/// assert_eq!(b.grad().unwrap().to_vec::<f32>()?, vec![1.0, 1.0]);
+/// # Ok(()) }
+/// ```
+#[track_caller]
+pub fn bias_relu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let fused = matches!(x.dtype(), DType::F32 | DType::F64)
+        && b.dtype() == x.dtype()
+        && !matches!(x.device(), Device::Cuda(_));
+    if fused {
+        BiasRelu.apply(&[x, b])
+    } else {
+        x.add(b)?.relu()
+    }
+}
+
+/// The checks of the forward: `x` of at least one dimension, a bias of
+/// `x`'s last dimension, one float dtype.
+fn check(op: &'static str, x: &Tensor, b: &Tensor) -> Result<OutputSpec> {
+    let Some(&n) = x.shape().last() else {
+        return Err(invalid(
+            op,
+            "the input is a scalar (0 dimensions), so it has no last dimension for the bias. Give it at least one dimension, e.g. `x.reshape([1])?`.".into(),
+        ));
+    };
+    if b.shape() != [n] {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: x.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+            hint: format!("the bias must be one-dimensional with the size of the input's last dimension ({n}). Pass a bias of shape [{n}]."),
+        });
+    }
+    check_dtypes(op, x, b)?;
+    Ok(OutputSpec {
+        shape: x.shape().to_vec(),
+        dtype: x.dtype(),
+    })
+}
+
+fn check_dtypes(op: &'static str, x: &Tensor, other: &Tensor) -> Result<()> {
+    if !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            found: x.dtype(),
+            message: format!("the input is {}, but the fused kernel computes in f32 or f64. Cast it with `.to_dtype(DType::F32)?`.", x.dtype()),
+        });
+    }
+    if other.dtype() != x.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: x.dtype(),
+            found: other.dtype(),
+            message: format!("the input is {} but another operand is {}; both must have one dtype. Cast it with `.to_dtype(DType::{:?})?`.", x.dtype(), other.dtype(), x.dtype()),
+        });
+    }
+    Ok(())
+}
+
+macro_rules! kernels {
+    ($fwd:ident, $bwd:ident, $t:ty) => {
+        /// out[r, j] = max(x[r, j] + b[j], 0).
+        fn $fwd(out: &mut HostTensorMut<'_>, x: &HostTensor<'_>, b: &HostTensor<'_>) -> Result<()> {
+            let (x, b) = (x.contiguous::<$t>()?, b.contiguous::<$t>()?);
+            let n = b.len().max(1);
+            let out = out.contiguous_mut::<$t>()?;
+            for (o, x) in out.chunks_mut(n).zip(x.chunks(n)) {
+                for ((o, &x), &b) in o.iter_mut().zip(x).zip(b) {
+                    let v = x + b;
+                    // NaN propagates, as relu's `max(v, 0)` in the core
+                    *o = if v >= 0.0 || v.is_nan() { v } else { 0.0 };
+                }
+            }
+            Ok(())
+        }
+
+        /// out = grad where y > 0, else 0.
+        fn $bwd(out: &mut HostTensorMut<'_>, g: &HostTensor<'_>, y: &HostTensor<'_>) -> Result<()> {
+            let (g, y) = (g.contiguous::<$t>()?, y.contiguous::<$t>()?);
+            for ((o, &g), &y) in out.contiguous_mut::<$t>()?.iter_mut().zip(g).zip(y) {
+                *o = if y > 0.0 { g } else { 0.0 };
+            }
+            Ok(())
+        }
+    };
+}
+
+kernels!(forward_f32, backward_f32, f32);
+kernels!(forward_f64, backward_f64, f64);
+
+/// The forward: inputs (x, b).
+struct BiasRelu;
+
+impl Function for BiasRelu {
+    fn name(&self) -> &'static str {
+        "bias_relu"
+    }
+    fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
+        let &[x, b] = arity(self.name(), inputs, "the input and the bias")?;
+        check(self.name(), x, b)
+    }
+    fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
+        let [x, b] = operands(self.name(), ins)?;
+        match out.dtype() {
+            DType::F64 => forward_f64(out, x, b),
+            _ => forward_f32(out, x, b),
+        }
+    }
+    fn setup_context(&self, ctx: &mut FunctionCtx, _: &[&Tensor], output: &Tensor) -> Result<()> {
+        ctx.save_for_backward(&[output]);
+        Ok(())
+    }
+    fn backward(&self, ctx: &FunctionCtx, grad: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let saved = ctx.saved()?;
+        let [y] = saved.as_slice() else {
+            return Err(Error::Autograd {
+                message: format!(
+                    "{}: expected the output to be saved, found {} tensors.",
+                    ctx.node_name(),
+                    saved.len()
+                ),
+            });
+        };
+        let grad = if grad.dtype() != y.dtype() {
+            grad.to_dtype(y.dtype())?
+        } else {
+            grad.alias()
+        };
+        // one kernel for the pre-activation's gradient (backward runs
+        // without grad mode, so this records nothing)
+        let gz = BiasReluGrad.apply(&[&grad, y])?;
+        let gb = if ctx.needs_input_grad(1) {
+            let n = y.shape().last().copied().unwrap_or(1) as i64;
+            Some(gz.reshape([-1, n])?.sum_dim(0, false)?)
+        } else {
+            None
+        };
+        Ok(vec![ctx.needs_input_grad(0).then_some(gz), gb])
+    }
+}
+
+/// The backward kernel: inputs (grad, y) -> grad * (y > 0).
+struct BiasReluGrad;
+
+impl Function for BiasReluGrad {
+    fn name(&self) -> &'static str {
+        "bias_relu_backward"
+    }
+    fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
+        let &[g, y] = arity(self.name(), inputs, "the gradient and the output")?;
+        check_dtypes(self.name(), y, g)?;
+        if g.shape() != y.shape() {
+            return Err(Error::ShapeMismatch {
+                op: self.name(),
+                lhs: y.shape().to_vec(),
+                rhs: g.shape().to_vec(),
+                hint: "the gradient must have the output's shape.".into(),
+            });
+        }
+        Ok(OutputSpec {
+            shape: y.shape().to_vec(),
+            dtype: y.dtype(),
+        })
+    }
+    fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
+        let [g, y] = operands(self.name(), ins)?;
+        match out.dtype() {
+            DType::F64 => backward_f64(out, g, y),
+            _ => backward_f32(out, g, y),
+        }
+    }
+    fn backward(&self, ctx: &FunctionCtx, _: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        Err(no_double_backward(ctx.node_name(), "bias_relu"))
+    }
+}
