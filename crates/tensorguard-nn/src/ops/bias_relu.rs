@@ -3,7 +3,7 @@
 //! linear layer followed by a ReLU).
 
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
-use tensorguard::{DType, Device, Error, Result, Tensor};
+use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::{arity, invalid, no_double_backward, operands};
 
@@ -34,7 +34,7 @@ use super::host::{arity, invalid, no_double_backward, operands};
 pub fn bias_relu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     let fused = matches!(x.dtype(), DType::F32 | DType::F64)
         && b.dtype() == x.dtype()
-        && !matches!(x.device(), Device::Cuda(_));
+        && !super::composed::on_device(x);
     if fused {
         BiasRelu.apply(&[x, b])
     } else {

@@ -13,7 +13,7 @@
 mod bias_gelu;
 mod bias_relu;
 mod channel_bias;
-mod composed;
+pub(crate) mod composed;
 mod conv;
 mod cross_entropy;
 mod gelu;

@@ -28,7 +28,7 @@ pub(crate) fn fusable(p: &Tensor, g: &Tensor) -> bool {
     matches!(p.dtype(), DType::F32 | DType::F64)
         && g.dtype() == p.dtype()
         && g.shape() == p.shape()
-        && !matches!(p.device(), Device::Cuda(_))
+        && !crate::ops::composed::on_device(p)
 }
 
 /// The hyper-parameters of one Adam step of one parameter.
