@@ -5,8 +5,9 @@
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
 use tensorguard::{DType, Error, Result, Tensor};
 
+use super::bias;
 use super::gelu::{gelu_f64, GeluApproximate};
-use super::host::{invalid, operands, Real};
+use super::host::{arity, no_double_backward, operands, Real};
 
 /// `gelu(x + b)` with GELU's tanh approximation, in one kernel, as
 /// `torch.nn.functional.gelu(x + b, approximate='tanh')`; its backward is
@@ -39,61 +40,10 @@ use super::host::{invalid, operands, Real};
 #[track_caller]
 pub fn bias_gelu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     if super::composed::on_device(x) {
-        check("bias_gelu", x, b, &[])?;
+        bias::check("bias_gelu", x, Some(b), &[])?;
         return super::composed::gelu_tanh(&x.add(b)?);
     }
     BiasGelu.apply(&[x, b])
-}
-
-/// The checks of both kernels: `x` of at least one dimension, a bias of
-/// `x`'s last dimension, one float dtype; `rest` must have `x`'s shape.
-fn check(op: &'static str, x: &Tensor, b: &Tensor, rest: &[&Tensor]) -> Result<OutputSpec> {
-    let Some(&n) = x.shape().last() else {
-        return Err(invalid(
-            op,
-            "the input is a scalar (0 dimensions), so it has no last dimension for the bias. Give it at least one dimension, e.g. `x.reshape([1])?`.".into(),
-        ));
-    };
-    if b.shape() != [n] {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: x.shape().to_vec(),
-            rhs: b.shape().to_vec(),
-            hint: format!("the bias must be one-dimensional with the size of the input's last dimension ({n}). Pass a bias of shape [{n}]."),
-        });
-    }
-    if !matches!(x.dtype(), DType::F32 | DType::F64) {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: DType::F32,
-            found: x.dtype(),
-            message: format!("the input is {}, but the fused kernel computes in f32 or f64. Cast it with `.to_dtype(DType::F32)?`.", x.dtype()),
-        });
-    }
-    for t in std::iter::once(&b).chain(rest) {
-        if t.dtype() != x.dtype() {
-            return Err(Error::DTypeMismatch {
-                op,
-                expected: x.dtype(),
-                found: t.dtype(),
-                message: format!("the input is {} but another operand is {}; both must have one dtype. Cast it with `.to_dtype(DType::{:?})?`.", x.dtype(), t.dtype(), x.dtype()),
-            });
-        }
-    }
-    for t in rest {
-        if t.shape() != x.shape() {
-            return Err(Error::ShapeMismatch {
-                op,
-                lhs: x.shape().to_vec(),
-                rhs: t.shape().to_vec(),
-                hint: "the gradient must have the input's shape.".into(),
-            });
-        }
-    }
-    Ok(OutputSpec {
-        shape: x.shape().to_vec(),
-        dtype: x.dtype(),
-    })
 }
 
 /// out[i] = gelu(x[i] + b[i % n]), or with `grad`, out[i] = grad[i] *
@@ -137,16 +87,8 @@ impl Function for BiasGelu {
         "bias_gelu"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        match inputs {
-            [x, b] => check(self.name(), x, b, &[]),
-            _ => Err(invalid(
-                self.name(),
-                format!(
-                    "takes the input and the bias, not {} tensors.",
-                    inputs.len()
-                ),
-            )),
-        }
+        let &[x, b] = arity(self.name(), inputs, "the input and the bias")?;
+        bias::check(self.name(), x, Some(b), &[])
     }
     fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
         let [x, b] = operands(self.name(), ins)?;
@@ -167,21 +109,10 @@ impl Function for BiasGelu {
                 ),
             });
         };
-        let grad = if grad.dtype() != x.dtype() {
-            grad.to_dtype(x.dtype())?
-        } else {
-            grad.alias()
-        };
         // one kernel for the input's gradient (backward runs without grad
         // mode, so this records nothing)
-        let gz = BiasGeluGrad.apply(&[&grad, x, b])?;
-        let gb = if ctx.needs_input_grad(1) {
-            let n = b.numel() as i64;
-            Some(gz.reshape([-1, n])?.sum_dim(0, false)?)
-        } else {
-            None
-        };
-        Ok(vec![ctx.needs_input_grad(0).then_some(gz), gb])
+        let gz = BiasGeluGrad.apply(&[&bias::grad_in(grad, x.dtype())?, x, b])?;
+        bias::grads(ctx, gz)
     }
 }
 
@@ -193,24 +124,14 @@ impl Function for BiasGeluGrad {
         "bias_gelu_backward"
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
-        match inputs {
-            [g, x, b] => check(self.name(), x, b, &[g]),
-            _ => Err(invalid(
-                self.name(),
-                format!(
-                    "takes the gradient, the input and the bias, not {} tensors.",
-                    inputs.len()
-                ),
-            )),
-        }
+        let &[g, x, b] = arity(self.name(), inputs, "the gradient, the input and the bias")?;
+        bias::check(self.name(), x, Some(b), &[g])
     }
     fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
         let [g, x, b] = operands(self.name(), ins)?;
         run_any(out, x, b, Some(g))
     }
     fn backward(&self, ctx: &FunctionCtx, _: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Autograd {
-            message: format!("{}: double backward through bias_gelu is not supported (backward runs without grad mode).", ctx.node_name()),
-        })
+        Err(no_double_backward(ctx.node_name(), "bias_gelu"))
     }
 }

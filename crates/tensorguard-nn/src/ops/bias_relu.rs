@@ -5,7 +5,8 @@
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
 use tensorguard::{DType, Error, Result, Tensor};
 
-use super::host::{arity, invalid, no_double_backward, operands};
+use super::bias;
+use super::host::{arity, no_double_backward, operands};
 
 /// `relu(x + b)` in one kernel (one pass and one output instead of two),
 /// as `torch.relu(x + b)`; its backward is one kernel, `grad * (y > 0)`
@@ -40,50 +41,6 @@ pub fn bias_relu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
     } else {
         x.add(b)?.relu()
     }
-}
-
-/// The checks of the forward: `x` of at least one dimension, a bias of
-/// `x`'s last dimension, one float dtype.
-fn check(op: &'static str, x: &Tensor, b: &Tensor) -> Result<OutputSpec> {
-    let Some(&n) = x.shape().last() else {
-        return Err(invalid(
-            op,
-            "the input is a scalar (0 dimensions), so it has no last dimension for the bias. Give it at least one dimension, e.g. `x.reshape([1])?`.".into(),
-        ));
-    };
-    if b.shape() != [n] {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: x.shape().to_vec(),
-            rhs: b.shape().to_vec(),
-            hint: format!("the bias must be one-dimensional with the size of the input's last dimension ({n}). Pass a bias of shape [{n}]."),
-        });
-    }
-    check_dtypes(op, x, b)?;
-    Ok(OutputSpec {
-        shape: x.shape().to_vec(),
-        dtype: x.dtype(),
-    })
-}
-
-fn check_dtypes(op: &'static str, x: &Tensor, other: &Tensor) -> Result<()> {
-    if !matches!(x.dtype(), DType::F32 | DType::F64) {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: DType::F32,
-            found: x.dtype(),
-            message: format!("the input is {}, but the fused kernel computes in f32 or f64. Cast it with `.to_dtype(DType::F32)?`.", x.dtype()),
-        });
-    }
-    if other.dtype() != x.dtype() {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: x.dtype(),
-            found: other.dtype(),
-            message: format!("the input is {} but another operand is {}; both must have one dtype. Cast it with `.to_dtype(DType::{:?})?`.", x.dtype(), other.dtype(), x.dtype()),
-        });
-    }
-    Ok(())
 }
 
 macro_rules! kernels {
@@ -126,7 +83,7 @@ impl Function for BiasRelu {
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
         let &[x, b] = arity(self.name(), inputs, "the input and the bias")?;
-        check(self.name(), x, b)
+        bias::check(self.name(), x, Some(b), &[])
     }
     fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
         let [x, b] = operands(self.name(), ins)?;
@@ -150,21 +107,10 @@ impl Function for BiasRelu {
                 ),
             });
         };
-        let grad = if grad.dtype() != y.dtype() {
-            grad.to_dtype(y.dtype())?
-        } else {
-            grad.alias()
-        };
         // one kernel for the pre-activation's gradient (backward runs
         // without grad mode, so this records nothing)
-        let gz = BiasReluGrad.apply(&[&grad, y])?;
-        let gb = if ctx.needs_input_grad(1) {
-            let n = y.shape().last().copied().unwrap_or(1) as i64;
-            Some(gz.reshape([-1, n])?.sum_dim(0, false)?)
-        } else {
-            None
-        };
-        Ok(vec![ctx.needs_input_grad(0).then_some(gz), gb])
+        let gz = BiasReluGrad.apply(&[&bias::grad_in(grad, y.dtype())?, y])?;
+        bias::grads(ctx, gz)
     }
 }
 
@@ -177,19 +123,7 @@ impl Function for BiasReluGrad {
     }
     fn output(&self, inputs: &[&Tensor]) -> Result<OutputSpec> {
         let &[g, y] = arity(self.name(), inputs, "the gradient and the output")?;
-        check_dtypes(self.name(), y, g)?;
-        if g.shape() != y.shape() {
-            return Err(Error::ShapeMismatch {
-                op: self.name(),
-                lhs: y.shape().to_vec(),
-                rhs: g.shape().to_vec(),
-                hint: "the gradient must have the output's shape.".into(),
-            });
-        }
-        Ok(OutputSpec {
-            shape: y.shape().to_vec(),
-            dtype: y.dtype(),
-        })
+        bias::check(self.name(), y, None, &[g])
     }
     fn forward_host(&self, out: &mut HostTensorMut<'_>, ins: &[HostTensor<'_>]) -> Result<()> {
         let [g, y] = operands(self.name(), ins)?;

@@ -171,11 +171,6 @@ impl Function for GeluGrad {
         run(out, ins, self.0)
     }
     fn backward(&self, ctx: &FunctionCtx, _: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Autograd {
-            message: format!(
-                "{}: double backward through gelu is not supported (backward runs without grad mode).",
-                ctx.node_name()
-            ),
-        })
+        Err(super::host::no_double_backward(ctx.node_name(), "gelu"))
     }
 }
