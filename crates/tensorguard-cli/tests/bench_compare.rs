@@ -2,26 +2,13 @@
 //! workloads with the peers left out, its JSON's keys and its errors. No
 //! timing is asserted beyond "positive": timings never go into tests.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn tg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorguard"))
-        .args(args)
-        .env_remove("TENSORGUARD_EMULATED")
-        .output()
-        .expect("the tensorguard binary runs")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench_compare_{name}"));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
+use common::{dir, tg};
 
 #[test]
 fn quick_add_run_writes_json_plot_and_readme_table() {
-    let d = dir("smoke");
+    let d = dir("bench_compare", "smoke");
     let (json, png, readme) = (d.join("c.json"), d.join("c.png"), d.join("README.md"));
     std::fs::write(
         &readme,
@@ -147,7 +134,7 @@ fn bad_options_fail_with_a_sentence() {
         "--no-candle",
     ]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("`--rounds 0` is out of range"));
-    let d = dir("errors");
+    let d = dir("bench_compare", "errors");
     let readme = d.join("no-markers.md");
     std::fs::write(&readme, "# nothing here\n").unwrap();
     let e = tg(&[

@@ -2,6 +2,10 @@
 //! JSON, PNG and SVG outputs, and its errors. No timing is asserted beyond
 //! "positive".
 
+mod common;
+
+use common::{dir, tg};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -15,24 +19,9 @@ const KINDS: [&str; 6] = [
 ];
 const SIZES: [usize; 2] = [1024, 64 * 1024];
 
-fn tg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorguard"))
-        .args(args)
-        // the default configuration: two emulated devices
-        .env_remove("TENSORGUARD_EMULATED")
-        .output()
-        .expect("the tensorguard binary runs")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench_copy_{name}"));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
 /// Runs the tiny benchmark writing CSV, JSON and a plot of extension `ext`.
 fn run_tiny(name: &str, ext: &str, extra: &[&str]) -> (PathBuf, Output) {
-    let d = dir(name);
+    let d = dir("bench_copy", name);
     let (csv, json, plot) = (
         d.join("copy.csv"),
         d.join("copy.json"),
@@ -240,7 +229,7 @@ fn bench_copy_rejects_cpu_and_a_bad_plot_extension() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("names the host"));
-    let p = dir("badext").join("plot.gif");
+    let p = dir("bench_copy", "badext").join("plot.gif");
     let out = tg(&[
         "bench",
         "copy",

@@ -3,7 +3,11 @@
 //! pieces that can run without a GPU. No timing is asserted beyond
 //! "positive".
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{dir, tg};
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 const CASES: [&str; 9] = [
@@ -17,20 +21,6 @@ const CASES: [&str; 9] = [
     "alloc_cached",
     "alloc_raw",
 ];
-
-fn tg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorguard"))
-        .args(args)
-        .env_remove("TENSORGUARD_EMULATED")
-        .output()
-        .expect("the tensorguard binary runs")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench_gpu_{name}"));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
 
 fn ok(out: &Output, what: &str) {
     assert!(
@@ -47,7 +37,7 @@ fn read_json(p: &Path) -> serde_json::Value {
 
 #[test]
 fn bench_gpu_measures_every_case_and_the_report_divides_by_the_peer() {
-    let d = dir("report");
+    let d = dir("bench_gpu", "report");
     let ours = d.join("bench_gpu.json");
     let out = tg(&[
         "bench",

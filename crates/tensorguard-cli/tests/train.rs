@@ -2,25 +2,15 @@
 //! accuracy, its metrics, its ledgers), a resumed run equal to an
 //! uninterrupted one, and its one-line errors.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{dir, tg};
+
+use std::path::Path;
+use std::process::Output;
 
 use tensorguard::{DType, Device};
 use tensorguard_nn::checkpoint;
-
-fn tg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorguard"))
-        .args(args)
-        .env_remove("TENSORGUARD_EMULATED")
-        .output()
-        .expect("the tensorguard binary runs")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("train_{name}"));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
 
 fn text(o: &Output) -> String {
     format!(
@@ -37,7 +27,7 @@ fn metrics(path: &Path) -> serde_json::Value {
 
 #[test]
 fn digits_train_to_high_accuracy_with_no_blocking_copy_and_only_the_syncs_asked_for() {
-    let d = dir("digits");
+    let d = dir("train", "digits");
     let m = d.join("metrics.json");
     let epochs = 12;
     let o = tg(&[
@@ -93,7 +83,7 @@ fn tensors(path: &Path) -> Vec<(String, Vec<f64>)> {
 /// for bit, as training 4 epochs at once.
 #[test]
 fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
-    let d = dir("resume");
+    let d = dir("train", "resume");
     let (a, b, c) = (
         d.join("a.safetensors"),
         d.join("b.safetensors"),
@@ -205,7 +195,7 @@ fn fails_with(args: &[&str], want: &str) {
 
 #[test]
 fn bad_input_is_a_one_line_error() {
-    let d = dir("errors");
+    let d = dir("train", "errors");
     fails_with(
         &[
             "train",
@@ -268,7 +258,7 @@ fn peak(d: &Path, name: &str, extra: &[&str]) -> u64 {
 /// the trace and the snapshot are written and readable.
 #[test]
 fn mixed_precision_checkpointing_profile_and_snapshot_from_the_command_line() {
-    let d = dir("features");
+    let d = dir("train", "features");
     let f32_peak = peak(&d, "f32", &[]);
     let ckpt = peak(&d, "ckpt", &["--checkpoint-activations"]);
     let bf16 = peak(&d, "bf16", &["--amp", "bf16"]);

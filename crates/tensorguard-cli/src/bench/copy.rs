@@ -190,7 +190,7 @@ fn peer_of(dev: &Device) -> Option<Device> {
 
 /// Median and minimum seconds of `f` over `runs` after `warmup` runs. `f`
 /// returns what it made, dropped outside the timed region.
-fn time_case<T>(
+pub(super) fn time_case<T>(
     warmup: usize,
     runs: usize,
     mut f: impl FnMut() -> tensorguard::Result<T>,

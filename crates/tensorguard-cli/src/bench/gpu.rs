@@ -15,12 +15,11 @@
 //! | `alloc_cached` | `Tensor::empty` of 1 MiB and its drop, served from the cache |
 //! | `alloc_raw` | the same, with `memory::empty_cache` after each: the device's own allocation and free |
 
-use std::time::Instant;
-
 use clap::Args;
 use serde_json::json;
 use tensorguard::{device, memory, DType, Device, Tensor};
 
+use super::copy::time_case;
 use super::output::write_file;
 
 /// Options of `tensorguard bench gpu`.
@@ -70,30 +69,20 @@ fn fail(what: &str, e: tensorguard::Error) -> String {
 }
 
 /// Median seconds per op of `op`, issued `reps` times per sample then
-/// synchronized.
+/// synchronized (two untimed samples first), by `bench copy`'s timer.
 fn time_op(
     dev: &Device,
     samples: usize,
     reps: usize,
     mut op: impl FnMut() -> tensorguard::Result<()>,
 ) -> tensorguard::Result<f64> {
-    for _ in 0..2 {
+    let (median, _) = time_case(2, samples, || {
         for _ in 0..reps {
             op()?;
         }
-        device::synchronize(dev)?;
-    }
-    let mut t = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        let t0 = Instant::now();
-        for _ in 0..reps {
-            op()?;
-        }
-        device::synchronize(dev)?;
-        t.push(t0.elapsed().as_secs_f64() / reps as f64);
-    }
-    t.sort_by(f64::total_cmp);
-    Ok(t[t.len() / 2])
+        device::synchronize(dev)
+    })?;
+    Ok(median / reps as f64)
 }
 
 /// `tensorguard bench gpu`.
