@@ -78,30 +78,7 @@ fn matmul(c: &mut Criterion) {
     let mut z = vec![0.0f32; n * n];
     g.bench_function("gemm_direct", |b| {
         b.iter(|| {
-            // SAFETY: x, y, z hold n*n elements each with row-major strides.
-            unsafe {
-                gemm::gemm(
-                    n,
-                    n,
-                    n,
-                    z.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    x.as_ptr(),
-                    1,
-                    n as isize,
-                    y.as_ptr(),
-                    1,
-                    n as isize,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::Rayon(0),
-                )
-            };
+            tensorguard::device::host_gemm_f32(n, n, n, &x, &y, &mut z).unwrap();
             black_box(&z);
         })
     });

@@ -20,6 +20,10 @@ use tensorguard::{Device, Result, Tensor};
 /// Whether `t` lives where the host kernels cannot run: there the ops of
 /// this crate are composed of the core's ops.
 pub(crate) fn on_device(t: &Tensor) -> bool {
+    #[cfg(test)]
+    if tests::FORCED.with(std::cell::Cell::get) {
+        return true;
+    }
     matches!(t.device(), Device::Cuda(_))
 }
 
@@ -133,9 +137,26 @@ pub(crate) fn gelu_erf(x: &Tensor) -> Result<Tensor> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::cell::Cell;
+
     use super::*;
-    use crate::ops::{bias_gelu, conv2d, gelu, max_pool2d as pool, GeluApproximate};
+    use crate::ops::{bias_gelu, conv2d, gelu, max_pool2d, GeluApproximate};
+    use tensorguard::DType;
+
+    thread_local! {
+        /// Makes [`on_device`] answer yes on this thread, so that the
+        /// public ops take the path a GPU takes, on the cpu.
+        pub(crate) static FORCED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// `f` with the ops composed as on a GPU (see [`FORCED`]).
+    pub(crate) fn composed<R>(f: impl FnOnce() -> R) -> R {
+        FORCED.with(|c| c.set(true));
+        let r = f();
+        FORCED.with(|c| c.set(false));
+        r
+    }
 
     fn close(a: &Tensor, b: &Tensor, tol: f32, what: &str) -> Result<()> {
         let (a, b) = (a.to_vec::<f32>()?, b.to_vec::<f32>()?);
@@ -157,47 +178,61 @@ mod tests {
         Tensor::from_vec(v, shape, &Device::Cpu)?.requires_grad(true)
     }
 
-    /// The composed convolution (through `im2col` here) equals the fused
-    /// one, forward and backward, with stride and padding.
+    /// Fresh leaves with the values of `ts`, for the second run.
+    fn twins(ts: &[&Tensor]) -> Result<Vec<Tensor>> {
+        ts.iter().map(|t| t.detach().requires_grad(true)).collect()
+    }
+
+    /// `op` run fused and composed on the same values: equal outputs and
+    /// equal gradients of every input, for an upstream gradient that is not
+    /// all ones (so that the backward's weighting is checked too).
+    fn fused_equals_composed(
+        inputs: &[&Tensor],
+        op: impl Fn(&[Tensor]) -> Result<Tensor>,
+        tols: (f32, f32),
+        what: &str,
+    ) -> Result<()> {
+        let up = |shape: &[usize]| Ok(leaf(shape, 1.9)?.detach());
+        fused_equals_composed_with(inputs, op, up, tols, what)
+    }
+
+    /// [`fused_equals_composed`] with the upstream gradient `up(shape)`.
+    fn fused_equals_composed_with(
+        inputs: &[&Tensor],
+        op: impl Fn(&[Tensor]) -> Result<Tensor>,
+        up: impl Fn(&[usize]) -> Result<Tensor>,
+        (tol, grad_tol): (f32, f32),
+        what: &str,
+    ) -> Result<()> {
+        let (a, b) = (twins(inputs)?, twins(inputs)?);
+        let fused = op(&a)?;
+        let comp = composed(|| op(&b))?;
+        close(&comp, &fused, tol, &format!("{what} forward"))?;
+        let up = up(fused.shape())?;
+        fused.mul(&up)?.sum()?.backward()?;
+        comp.mul(&up)?.sum()?.backward()?;
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let (gx, gy) = (x.grad().expect("grad"), y.grad().expect("grad"));
+            close(&gy, &gx, grad_tol, &format!("{what} grad {i}"))?;
+        }
+        Ok(())
+    }
+
+    /// The convolution composed as on a GPU equals the fused one, forward
+    /// and backward, with stride and padding (and a 1x1 kernel, whose
+    /// columns are the input itself).
     #[test]
     fn composed_conv_equals_the_fused_kernel() -> Result<()> {
-        for (k, s, p) in [(3, 1, 1), (3, 2, 1), (2, 2, 0), (5, 1, 2)] {
+        for (k, s, p) in [(3, 1, 1), (3, 2, 1), (2, 2, 0), (5, 1, 2), (1, 1, 0)] {
             let x = leaf(&[2, 3, 7, 6], 0.1)?;
             let wt = leaf(&[4, 3, k, k], 0.7)?;
             let b = leaf(&[4], 0.3)?;
-            let fused = conv2d(&x, &wt, Some(&b), s, p)?;
-            let g = Windows {
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                sh: s,
-                sw: s,
-                ph: p,
-                pw: p,
-                oh: (7 + 2 * p - k) / s + 1,
-                ow: (6 + 2 * p - k) / s + 1,
-            };
-            let (x2, w2, b2) = (
-                x.detach().requires_grad(true)?,
-                wt.detach().requires_grad(true)?,
-                b.detach().requires_grad(true)?,
-            );
-            let cols = im2col(&x2, 3, &g)?;
-            let y = w2.reshape([4, 3 * k * k])?.matmul(&cols)?;
-            let composed = channel_bias(&y, &b2)?.view([2, 4, g.oh, g.ow])?;
-            close(&composed, &fused, 1e-5, "conv forward")?;
-            let up = leaf(fused.shape(), 1.9)?.detach();
-            fused.mul(&up)?.sum()?.backward()?;
-            composed.mul(&up)?.sum()?.backward()?;
-            for (a, bb, what) in [(&x2, &x, "dx"), (&w2, &wt, "dw"), (&b2, &b, "db")] {
-                close(
-                    &a.grad().expect("grad"),
-                    &bb.grad().expect("grad"),
-                    1e-4,
-                    what,
-                )?;
-            }
+            fused_equals_composed(
+                &[&x, &wt, &b],
+                |t| conv2d(&t[0], &t[1], Some(&t[2]), s, p),
+                (1e-5, 1e-4),
+                &format!("conv k {k} s {s} p {p}"),
+            )?;
         }
         Ok(())
     }
@@ -206,29 +241,22 @@ mod tests {
     fn composed_pool_equals_the_fused_kernel() -> Result<()> {
         for (k, s) in [(2, 2), (3, 2), (3, 1)] {
             let x = leaf(&[2, 3, 7, 6], 0.2)?;
-            let fused = pool(&x, k, s)?;
-            let x2 = x.detach().requires_grad(true)?;
-            let g = Windows {
-                h: 7,
-                w: 6,
-                kh: k,
-                kw: k,
-                sh: s,
-                sw: s,
-                ph: 0,
-                pw: 0,
-                oh: (7 - k) / s + 1,
-                ow: (6 - k) / s + 1,
-            };
-            let composed = max_pool2d(&x2, 3, &g)?;
-            close(&composed, &fused, 0.0, "pool forward")?;
-            fused.sum()?.backward()?;
-            composed.sum()?.backward()?;
-            close(
-                &x2.grad().expect("grad"),
-                &x.grad().expect("grad"),
-                0.0,
-                "pool dx",
+            let pool = |t: &[Tensor]| max_pool2d(&t[0], k, s);
+            // the same window maxima, so the same gradient, exactly, for
+            // `sum()`; weighted, overlapping windows add in another order
+            let ones = |shape: &[usize]| Tensor::ones(shape, DType::F32, &Device::Cpu);
+            fused_equals_composed_with(
+                &[&x],
+                pool,
+                ones,
+                (0.0, 0.0),
+                &format!("pool k {k} s {s}"),
+            )?;
+            fused_equals_composed(
+                &[&x],
+                pool,
+                (0.0, 1e-6),
+                &format!("pool k {k} s {s}, weighted"),
             )?;
         }
         Ok(())
@@ -236,31 +264,16 @@ mod tests {
 
     #[test]
     fn composed_gelu_equals_the_fused_kernels() -> Result<()> {
-        let x = leaf(&[3, 40], 0.5)?
-            .mul(2.5)?
-            .detach()
-            .requires_grad(true)?;
+        let x = leaf(&[3, 40], 0.5)?.mul(2.5)?;
         let b = leaf(&[40], 0.9)?;
         for approx in [GeluApproximate::None, GeluApproximate::Tanh] {
-            let fused = gelu(&x, approx)?;
-            let x2 = x.detach().requires_grad(true)?;
-            let composed = match approx {
-                GeluApproximate::None => gelu_erf(&x2)?,
-                GeluApproximate::Tanh => gelu_tanh(&x2)?,
-            };
-            close(&composed, &fused, 2e-6, "gelu forward")?;
-            fused.sum()?.backward()?;
-            composed.sum()?.backward()?;
-            close(
-                &x2.grad().expect("grad"),
-                &x.grad().expect("grad"),
-                2e-5,
-                "gelu dx",
-            )?;
-            x.set_grad(None)?;
+            fused_equals_composed(&[&x], |t| gelu(&t[0], approx), (2e-6, 2e-5), "gelu")?;
         }
-        let fused = bias_gelu(&x, &b)?;
-        let composed = gelu_tanh(&x.add(&b)?)?;
-        close(&composed, &fused, 2e-6, "bias_gelu forward")
+        fused_equals_composed(
+            &[&x, &b],
+            |t| bias_gelu(&t[0], &t[1]),
+            (2e-6, 2e-5),
+            "bias_gelu",
+        )
     }
 }
