@@ -2,12 +2,12 @@
 
 use tensorguard::{Error, Result, Tensor};
 
-use tensorguard::autograd::{no_grad, Function};
+use tensorguard::autograd::Function;
 
 use super::fused::{self, FuseGroup};
 #[cfg(test)]
 use super::step_each;
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_with, Optimizer};
 use crate::StateDict;
 
 /// [`Adam`]'s and [`AdamW`]'s hyper-parameters.
@@ -194,18 +194,20 @@ impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
         let (c, decoupled) = (self.cfg, self.decoupled);
         let (b1, b2) = c.betas;
-        let mut groups: Vec<FuseGroup<fused::AdamScalars>> = Vec::new();
-        no_grad(|| -> Result<()> {
-            for (i, ((_, p), st)) in self.params.iter().zip(&mut self.state).enumerate() {
-                let Some(g) = p.grad() else { continue };
+        let params = &self.params;
+        let groups: Vec<FuseGroup<fused::AdamScalars>> = Vec::new();
+        step_with(
+            params,
+            &mut self.state,
+            groups,
+            |groups, i, p, g, st| {
                 let m = match st {
                     Some(m) => m,
                     None => st.insert(Moments::zeros(p)?),
                 };
                 m.step += 1;
                 if !fused::fusable(p, &g) {
-                    Adam::update_one(c, decoupled, p, g, m)?;
-                    continue;
+                    return Adam::update_one(c, decoupled, p, g, m);
                 }
                 let t = m.step as i32;
                 let sc = fused::AdamScalars {
@@ -218,35 +220,36 @@ impl Optimizer for Adam {
                     step_size: c.lr / (1.0 - b1.powi(t)),
                     bc2_sqrt: (1.0 - b2.powi(t)).sqrt(),
                 };
-                FuseGroup::push(&mut groups, p, i, g, sc, &self.params);
-            }
-            for grp in groups {
-                let mut inputs = Vec::with_capacity(4 * grp.members.len());
-                for (i, g) in &grp.members {
-                    let (p, m) = (&self.params[*i].1, moments(&self.state[*i])?);
-                    inputs.extend([p, g, &m.exp_avg, &m.exp_avg_sq]);
-                }
-                let out = fused::AdamStep {
-                    scalars: grp.scalars,
-                }
-                .apply(&inputs)?;
-                drop(inputs);
-                let total = grp.total;
-                let mut off = 0;
-                for (i, _) in &grp.members {
-                    let p = &self.params[*i].1;
-                    p.copy_(&fused::part(&out, 0, total, off, p)?)?;
-                    if let Some(m) = &mut self.state[*i] {
-                        m.exp_avg = fused::part(&out, 1, total, off, p)?;
-                        m.exp_avg_sq = fused::part(&out, 2, total, off, p)?;
+                FuseGroup::push(groups, p, i, g, sc, params);
+                Ok(())
+            },
+            |groups, state| {
+                for grp in groups {
+                    let mut inputs = Vec::with_capacity(4 * grp.members.len());
+                    for (i, g) in &grp.members {
+                        let (p, m) = (&params[*i].1, moments(&state[*i])?);
+                        inputs.extend([p, g, &m.exp_avg, &m.exp_avg_sq]);
                     }
-                    off += p.numel();
+                    let out = fused::AdamStep {
+                        scalars: grp.scalars,
+                    }
+                    .apply(&inputs)?;
+                    drop(inputs);
+                    let total = grp.total;
+                    let mut off = 0;
+                    for (i, _) in &grp.members {
+                        let p = &params[*i].1;
+                        p.copy_(&fused::part(&out, 0, total, off, p)?)?;
+                        if let Some(m) = &mut state[*i] {
+                            m.exp_avg = fused::part(&out, 1, total, off, p)?;
+                            m.exp_avg_sq = fused::part(&out, 2, total, off, p)?;
+                        }
+                        off += p.numel();
+                    }
                 }
-            }
-            Ok(())
-        })?;
-        tensorguard::autograd::mark_step();
-        Ok(())
+                Ok(())
+            },
+        )
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params

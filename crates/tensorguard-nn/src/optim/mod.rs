@@ -166,25 +166,45 @@ pub(crate) fn check_hyper(op: &'static str, checks: &[(&str, f64, bool)]) -> Res
     Ok(())
 }
 
-/// One optimizer step: `update(param, grad, state)` for every parameter
-/// that has a gradient, under `no_grad`; then the step is marked for
-/// autograd's retained-graph check (a graph that links one step's nodes to
-/// an earlier step's, like `total_loss += loss`, is warned about once it
-/// keeps growing). The unfused reference of the fused steps' tests.
+/// The frame of every optimizer step: under `no_grad`,
+/// `update(acc, index, param, grad, state)` for every parameter that has a
+/// gradient, then `finish(acc, states)` (where the fused steps launch the
+/// kernels of the groups `update` collected in `acc`); then the step is
+/// marked for autograd's retained-graph check (a graph that links one
+/// step's nodes to an earlier step's, like `total_loss += loss`, is warned
+/// about once it keeps growing).
+pub(crate) fn step_with<S, A>(
+    params: &[(String, Tensor)],
+    states: &mut [S],
+    mut acc: A,
+    mut update: impl FnMut(&mut A, usize, &Tensor, Tensor, &mut S) -> Result<()>,
+    finish: impl FnOnce(A, &mut [S]) -> Result<()>,
+) -> Result<()> {
+    no_grad(|| -> Result<()> {
+        for (i, ((_, p), st)) in params.iter().zip(states.iter_mut()).enumerate() {
+            if let Some(g) = p.grad() {
+                update(&mut acc, i, p, g, st)?;
+            }
+        }
+        finish(acc, states)
+    })?;
+    tensorguard::autograd::mark_step();
+    Ok(())
+}
+
+/// [`step_with`] updating one parameter at a time: the unfused reference
+/// of the fused steps' tests.
 #[cfg(test)]
 pub(crate) fn step_each<S>(
     params: &[(String, Tensor)],
     states: &mut [S],
     mut update: impl FnMut(&Tensor, Tensor, &mut S) -> Result<()>,
 ) -> Result<()> {
-    no_grad(|| -> Result<()> {
-        for ((_, p), st) in params.iter().zip(states) {
-            if let Some(g) = p.grad() {
-                update(p, g, st)?;
-            }
-        }
-        Ok(())
-    })?;
-    tensorguard::autograd::mark_step();
-    Ok(())
+    step_with(
+        params,
+        states,
+        (),
+        |_, _, p, g, st| update(p, g, st),
+        |_, _| Ok(()),
+    )
 }

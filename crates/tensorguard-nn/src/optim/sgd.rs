@@ -2,12 +2,12 @@
 
 use tensorguard::{Result, Tensor};
 
-use tensorguard::autograd::{no_grad, Function};
+use tensorguard::autograd::Function;
 
 use super::fused::{self, FuseGroup};
 #[cfg(test)]
 use super::step_each;
-use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, Optimizer};
+use super::{check_hyper, grad_with_decay, load_buffer, meta_f64, step_with, Optimizer};
 use crate::StateDict;
 
 /// [`Sgd`]'s hyper-parameters (PyTorch's defaults: no momentum, no
@@ -123,48 +123,51 @@ impl Optimizer for Sgd {
     /// the unfused update.
     fn step(&mut self) -> Result<()> {
         let c = self.cfg;
-        let mut groups: Vec<FuseGroup<bool>> = Vec::new();
-        no_grad(|| -> Result<()> {
-            for (i, ((_, p), buf)) in self.params.iter().zip(&mut self.bufs).enumerate() {
-                let Some(g) = p.grad() else { continue };
+        let params = &self.params;
+        let groups: Vec<FuseGroup<bool>> = Vec::new();
+        step_with(
+            params,
+            &mut self.bufs,
+            groups,
+            |groups, i, p, g, buf| {
                 if fused::fusable(p, &g) {
-                    FuseGroup::push(&mut groups, p, i, g, buf.is_none(), &self.params);
+                    FuseGroup::push(groups, p, i, g, buf.is_none(), params);
+                    Ok(())
                 } else {
-                    Sgd::update_one(c, p, g, buf)?;
+                    Sgd::update_one(c, p, g, buf)
                 }
-            }
-            for grp in groups {
-                let mut inputs = Vec::with_capacity(3 * grp.members.len());
-                for (i, g) in &grp.members {
-                    let p = &self.params[*i].1;
-                    // the first step with momentum has no buffer: the
-                    // gradient stands in (the kernel does not read it)
-                    inputs.extend([p, g, self.bufs[*i].as_ref().unwrap_or(g)]);
-                }
-                let out = fused::SgdStep {
-                    lr: c.lr,
-                    momentum: c.momentum,
-                    dampening: c.dampening,
-                    weight_decay: c.weight_decay,
-                    nesterov: c.nesterov,
-                    fresh: grp.scalars,
-                }
-                .apply(&inputs)?;
-                drop(inputs);
-                let mut off = 0;
-                for (i, _) in &grp.members {
-                    let p = &self.params[*i].1;
-                    p.copy_(&fused::part(&out, 0, grp.total, off, p)?)?;
-                    if c.momentum != 0.0 {
-                        self.bufs[*i] = Some(fused::part(&out, 1, grp.total, off, p)?);
+            },
+            |groups, bufs| {
+                for grp in groups {
+                    let mut inputs = Vec::with_capacity(3 * grp.members.len());
+                    for (i, g) in &grp.members {
+                        // the first step with momentum has no buffer: the
+                        // gradient stands in (the kernel does not read it)
+                        inputs.extend([&params[*i].1, g, bufs[*i].as_ref().unwrap_or(g)]);
                     }
-                    off += p.numel();
+                    let out = fused::SgdStep {
+                        lr: c.lr,
+                        momentum: c.momentum,
+                        dampening: c.dampening,
+                        weight_decay: c.weight_decay,
+                        nesterov: c.nesterov,
+                        fresh: grp.scalars,
+                    }
+                    .apply(&inputs)?;
+                    drop(inputs);
+                    let mut off = 0;
+                    for (i, _) in &grp.members {
+                        let p = &params[*i].1;
+                        p.copy_(&fused::part(&out, 0, grp.total, off, p)?)?;
+                        if c.momentum != 0.0 {
+                            bufs[*i] = Some(fused::part(&out, 1, grp.total, off, p)?);
+                        }
+                        off += p.numel();
+                    }
                 }
-            }
-            Ok(())
-        })?;
-        tensorguard::autograd::mark_step();
-        Ok(())
+                Ok(())
+            },
+        )
     }
     fn params(&self) -> &[(String, Tensor)] {
         &self.params
