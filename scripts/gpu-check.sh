@@ -8,14 +8,15 @@
 # and writes everything into OUTDIR:
 #   summary.txt          one line per step: its exit status and time, then the totals
 #   env.txt              nvidia-smi, the libraries found, the Python and torch versions
-#   doctor.txt           tensorguard doctor -v (GPUs, driver, NVRTC; self-check)
+#   doctor.log           tensorguard doctor -v (GPUs, driver, NVRTC; self-check)
 #   lib_tests.log        the library's unit tests (conformance cases on cuda:0, NVRTC)
 #   gpu_suite.log        the device suite (every case on cpu, emu:N and cuda:0), file by file
 #   torch/               scripts/gpu_reference.py: PyTorch's copy table, snapshot, profile
-#   bench_copy.{txt,csv,json,png}  tensorguard bench copy --device cuda:0 (beside PyTorch's)
+#   bench_copy.{log,csv,json,png}  tensorguard bench copy --device cuda:0 (beside PyTorch's)
 #   bench_gpu.json, bench_gpu_torch.json  the GPU workloads, ours and PyTorch's
 #   gpu_bench.{md,csv,json,png}   scripts/gpu_bench_report.py: ratios vs PyTorch, targets
-#   train_*.json/.log    tensorguard train on cuda:0 (digits MLP, digits CNN)
+#   train_*.{json,log}   tensorguard train on cuda:0 (digits MLP, digits CNN)
+#   (every step also writes NAME.log: its whole output)
 # Every step runs even when an earlier one fails; the script exits non-zero
 # when any step failed. It is meant to finish in under 6 minutes on an H200.
 #
@@ -92,7 +93,6 @@ step() {
 }
 
 step doctor 120 "$bin/tensorguard" -v doctor
-cp "$out/doctor.log" "$out/doctor.txt"
 # the library's unit tests: the conformance cases on cpu, emu and cuda:0, the NVRTC tests
 step lib_tests 150 "$bin/lib_tests" --test-threads 8
 # the device suite: each test file of crates/tensorguard/tests is a module of
@@ -114,7 +114,6 @@ step torch_reference 150 "$PY" scripts/gpu_reference.py "$out/torch"
 step bench_copy 150 "$bin/tensorguard" -q bench copy --device cuda:0 \
   --csv "$out/bench_copy.csv" --json "$out/bench_copy.json" --plot "$out/bench_copy.png" \
   --reference "$out/torch/copy_table.csv"
-cp "$out/bench_copy.log" "$out/bench_copy.txt"
 step bench_gpu 120 "$bin/tensorguard" -q bench gpu --device cuda:0 --json "$out/bench_gpu.json"
 step bench_gpu_torch 120 "$PY" scripts/gpu_bench_torch.py "$out/bench_gpu_torch.json"
 step gpu_bench_report 30 "$PY" scripts/gpu_bench_report.py "$out"
