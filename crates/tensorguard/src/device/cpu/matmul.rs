@@ -18,14 +18,21 @@ use crate::shape::{Dims, Layout};
 const PAR_GEMM: usize = 1 << 22;
 
 /// The threshold in use: [`PAR_GEMM`] or the environment's override, read
-/// once.
+/// once. An override that is not a number is warned about (not silently
+/// ignored) and the default is used.
 fn par_threshold() -> usize {
     static T: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *T.get_or_init(|| {
-        std::env::var("TENSORGUARD_GEMM_PAR_THRESHOLD")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(PAR_GEMM)
+        let Ok(v) = std::env::var("TENSORGUARD_GEMM_PAR_THRESHOLD") else {
+            return PAR_GEMM;
+        };
+        v.trim().parse().unwrap_or_else(|_| {
+            crate::warnings::warn(
+                "tensorguard::matmul",
+                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 4194304, or unset it."),
+            );
+            PAR_GEMM
+        })
     })
 }
 
