@@ -1291,3 +1291,88 @@ fn backward_with_checks_the_gradients_device_and_casts_its_dtype() -> Result<()>
     common::assert_no_live_memory(&emu);
     Ok(())
 }
+
+// --- post-accumulate-grad hooks (Note [Leaf readiness]) ---
+
+type HookLog = std::sync::Arc<std::sync::Mutex<Vec<(&'static str, Vec<f32>)>>>;
+
+fn recording_hook(
+    name: &'static str,
+    log: &HookLog,
+) -> tensorguard::autograd::PostAccumulateGradHook {
+    let log = std::sync::Arc::clone(log);
+    std::sync::Arc::new(move |p: &Tensor| {
+        let g = p
+            .grad()
+            .expect("a hooked leaf has its gradient")
+            .to_vec::<f32>()?;
+        log.lock().unwrap().push((name, g));
+        Ok(())
+    })
+}
+
+#[test]
+fn post_accumulate_hooks_fire_once_per_backward_after_the_last_gradient_in_reverse_order(
+) -> Result<()> {
+    let dev = Device::Cpu;
+    let w1 = Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev)?.requires_grad(true)?;
+    let w2 = Tensor::from_vec(vec![3.0f32, 4.0], [2], &dev)?.requires_grad(true)?;
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h1 = w1.register_post_accumulate_grad_hook(recording_hook("w1", &log))?;
+    let _h2 = w2.register_post_accumulate_grad_hook(recording_hook("w2", &log))?;
+    // w1 is read twice (two gradients), w2 once, after w1's first use
+    let y = w1.mul(&w1)?.mul(&w2)?.add(&w1)?;
+    y.sum()?.backward()?;
+    let seen = log.lock().unwrap().clone();
+    // d/dw1 = 2*w1*w2 + 1, d/dw2 = w1^2; w2's node is reached first
+    assert_eq!(
+        seen,
+        vec![("w2", vec![1.0, 4.0]), ("w1", vec![7.0, 17.0])],
+        "each hook once, with the final gradient"
+    );
+    // a second backward accumulates, and the hook sees the sum
+    log.lock().unwrap().clear();
+    h1.remove();
+    w1.mul(&w2)?.sum()?.backward()?;
+    assert_eq!(
+        log.lock().unwrap().clone(),
+        vec![("w2", vec![2.0, 6.0])],
+        "the removed hook is not called"
+    );
+    Ok(())
+}
+
+#[test]
+fn post_accumulate_hooks_on_a_leaf_root_on_non_leaves_and_errors() -> Result<()> {
+    let dev = Device::Cpu;
+    let w = Tensor::from_vec(vec![5.0f32], [1], &dev)?.requires_grad(true)?;
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let _h = w.register_post_accumulate_grad_hook(recording_hook("w", &log))?;
+    w.backward()?;
+    assert_eq!(log.lock().unwrap().clone(), vec![("w", vec![1.0])]);
+
+    let y = w.mul(2.0)?;
+    let err = y
+        .register_post_accumulate_grad_hook(recording_hook("y", &log))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a leaf") && err.contains("[1]"), "{err}");
+    let plain = Tensor::zeros([3], DType::F32, &dev)?;
+    let err = plain
+        .register_post_accumulate_grad_hook(recording_hook("p", &log))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not require grad"), "{err}");
+
+    // an error from a hook ends the backward with it
+    let v = Tensor::from_vec(vec![1.0f32], [1], &dev)?.requires_grad(true)?;
+    let _e = v.register_post_accumulate_grad_hook(std::sync::Arc::new(|_: &Tensor| {
+        Err(Error::InvalidArgument {
+            op: "hook",
+            message: "the hook refused".into(),
+        })
+    }))?;
+    let err = v.mul(3.0)?.sum()?.backward().unwrap_err().to_string();
+    assert!(err.contains("the hook refused"), "{err}");
+    Ok(())
+}

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::Arc;
 
+use super::hooks::{self, Readiness};
 use super::{edge_of, is_anomaly_enabled, Edge, GradModeGuard, Info, Node};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -110,9 +111,19 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     // (PyTorch: backward under autocast is not autocast)
     let _no_autocast = crate::autocast::autocast_disabled();
     let root_node = match edge {
-        Edge::Leaf(t) => return accumulate(&t, g),
+        Edge::Leaf(t) => {
+            accumulate(&t, g)?;
+            let mut ready = Readiness::default();
+            if hooks::any_registered() {
+                ready.count(&t);
+            }
+            return ready.done(&t, true);
+        }
         Edge::Node(n) => n,
     };
+    // Note [Leaf readiness] (autograd/hooks.rs): edges into hooked leaves
+    let track_leaves = hooks::any_registered();
+    let mut leaves = Readiness::default();
     // dependency counts: how many edges point at each node
     let mut deps: HashMap<u64, usize> = HashMap::new();
     let mut stack = vec![Arc::clone(&root_node)];
@@ -120,11 +131,15 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     seen.insert(root_node.id);
     while let Some(n) = stack.pop() {
         for e in n.next.iter().flatten() {
-            if let Edge::Node(m) = e {
-                *deps.entry(m.id).or_insert(0) += 1;
-                if seen.insert(m.id) {
-                    stack.push(Arc::clone(m));
+            match e {
+                Edge::Node(m) => {
+                    *deps.entry(m.id).or_insert(0) += 1;
+                    if seen.insert(m.id) {
+                        stack.push(Arc::clone(m));
+                    }
                 }
+                Edge::Leaf(t) if track_leaves => leaves.count(t),
+                Edge::Leaf(_) => {}
             }
         }
     }
@@ -144,8 +159,10 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     while let Some(node) = ready.pop() {
         let Some(g) = grads.remove(&node.id) else {
             for e in node.next.iter().flatten() {
-                if let Edge::Node(m) = e {
-                    release(m, &mut deps, &mut ready);
+                match e {
+                    Edge::Node(m) => release(m, &mut deps, &mut ready),
+                    Edge::Leaf(t) if track_leaves => leaves.done(t, false)?,
+                    Edge::Leaf(_) => {}
                 }
             }
             continue;
@@ -184,8 +201,12 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
             }
             match edge {
                 Edge::Leaf(t) => {
+                    let got = gi.is_some();
                     if let Some(gi) = gi {
                         accumulate(t, gi)?;
+                    }
+                    if track_leaves {
+                        leaves.done(t, got)?;
                     }
                 }
                 Edge::Node(m) => {

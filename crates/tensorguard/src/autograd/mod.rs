@@ -33,6 +33,7 @@ mod engine;
 pub(crate) mod formulas;
 pub(crate) mod function;
 mod gradcheck;
+mod hooks;
 mod mode;
 mod stats;
 
@@ -51,6 +52,7 @@ pub use function::{
     DeviceLaunch, Function, FunctionCtx, HostElement, HostTensor, HostTensorMut, OutputSpec,
 };
 pub use gradcheck::{gradcheck, GradcheckOptions};
+pub use hooks::{HookHandle, PostAccumulateGradHook};
 pub use mode::{
     detect_anomaly, enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled,
     set_grad_enabled, AnomalyGuard, GradModeGuard,
@@ -70,6 +72,8 @@ pub(crate) struct Meta {
     /// For a view: the storage version its `grad_fn` was made at (a later
     /// in-place write makes it stale: it is then regenerated from the base).
     pub(crate) view_version: Option<u64>,
+    /// Post-accumulate-grad hooks of a leaf, with their handles' ids.
+    pub(crate) post_accumulate_hooks: Vec<(u64, PostAccumulateGradHook)>,
 }
 
 /// What a backward function gets besides the gradient: who it is, for
