@@ -132,6 +132,7 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
                     shuffle: true,
                     seed: opts.seed,
                     drop_last: false,
+                    sampler: None,
                     num_workers: 1,
                     prefetch_factor: 4,
                     pin_memory: on_device,

@@ -31,7 +31,7 @@ use tensorguard::device::{Event, Stream};
 use tensorguard::transfer::CopyOpts;
 use tensorguard::{Device, Error, Result, Tensor};
 
-use super::{shuffled_order, Dataset};
+use super::{shuffled_order, Dataset, DistributedSampler};
 
 /// How a [`DataLoader`] batches (PyTorch's `DataLoader` arguments).
 #[derive(Clone, Debug, PartialEq)]
@@ -40,11 +40,22 @@ pub struct LoaderOptions {
     pub batch_size: usize,
     /// Visit the examples in a new seeded order each epoch (a permutation
     /// that depends only on `(seed, epoch)`); otherwise in index order.
+    /// Ignored with a [`sampler`](LoaderOptions::sampler), whose own
+    /// `shuffle` decides.
     pub shuffle: bool,
-    /// The shuffling seed.
+    /// The shuffling seed. Ignored with a
+    /// [`sampler`](LoaderOptions::sampler), whose own `seed` is used.
     pub seed: u64,
-    /// Drop the last batch when it is smaller than `batch_size`.
+    /// Drop the last batch when it is smaller than `batch_size` (with a
+    /// sampler: the last batch of this replica's share).
     pub drop_last: bool,
+    /// Visit only this replica's share of the examples, in the order
+    /// [`DistributedSampler::indices`] gives for each epoch; `None`: all of
+    /// them. The sampler then decides the order: the loader's own
+    /// `shuffle` and `seed` are ignored (PyTorch's `DataLoader` refuses
+    /// `shuffle=True` together with a sampler). A `rank` not below
+    /// `num_replicas` is an error when the loader is made.
+    pub sampler: Option<DistributedSampler>,
     /// Threads assembling batches ahead of the caller (0: on the caller's
     /// thread, when asked for). Batches come out in the same order either
     /// way.
@@ -69,6 +80,7 @@ impl Default for LoaderOptions {
             shuffle: false,
             seed: 0,
             drop_last: false,
+            sampler: None,
             num_workers: 0,
             prefetch_factor: 2,
             pin_memory: false,
@@ -121,8 +133,9 @@ pub struct DataLoader {
 }
 
 impl DataLoader {
-    /// A loader over `dataset`. A batch size or prefetch factor of 0, or an
-    /// unavailable device, is an error.
+    /// A loader over `dataset`. A batch size or prefetch factor of 0, a
+    /// sampler whose `rank` is not below its `num_replicas` (or with
+    /// `num_replicas` 0), or an unavailable device, is an error.
     pub fn new(dataset: impl Dataset + 'static, opts: LoaderOptions) -> Result<DataLoader> {
         DataLoader::from_arc(Arc::new(dataset), opts)
     }
@@ -136,6 +149,9 @@ impl DataLoader {
                 message: "prefetch_factor is 0; each worker needs room for at least 1 batch ahead."
                     .to_string(),
             });
+        }
+        if let Some(sampler) = &opts.sampler {
+            sampler.check("DataLoader")?;
         }
         let side = match opts.device {
             Some(dev) if !dev.is_cpu() => Some(Stream::new(&dev)?),
@@ -159,9 +175,14 @@ impl DataLoader {
         &self.opts
     }
 
-    /// Batches per epoch.
+    /// Batches per epoch (with a sampler: of this replica's
+    /// [`num_samples`](DistributedSampler::num_samples) examples).
     pub fn len(&self) -> usize {
-        let (n, b) = (self.dataset.len(), self.opts.batch_size);
+        let b = self.opts.batch_size;
+        let n = match &self.opts.sampler {
+            Some(sampler) => sampler.num_samples(self.dataset.len()),
+            None => self.dataset.len(),
+        };
         if self.opts.drop_last {
             n / b
         } else {
@@ -174,9 +195,12 @@ impl DataLoader {
         self.len() == 0
     }
 
-    /// The order in which epoch `epoch` visits the examples.
+    /// The order in which epoch `epoch` visits the examples (with a
+    /// sampler: [`DistributedSampler::indices`], this replica's share).
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        if self.opts.shuffle {
+        if let Some(sampler) = &self.opts.sampler {
+            sampler.indices(self.dataset.len(), epoch)
+        } else if self.opts.shuffle {
             shuffled_order(self.dataset.len(), self.opts.seed, epoch)
         } else {
             (0..self.dataset.len()).collect()

@@ -6,7 +6,9 @@
 //! examples in memory (from tensors, [CSV](csv) or [IDX](idx) files, or the
 //! shipped [`digits`] set); the [`DataLoader`] batches, shuffles (seeded,
 //! per epoch), assembles batches on worker threads, pins them and
-//! prefetches them to a device on a side stream.
+//! prefetches them to a device on a side stream. With a
+//! [`DistributedSampler`] in [`LoaderOptions::sampler`] it visits only one
+//! replica's share of the examples (data-parallel training).
 //!
 //! ```
 //! use tensorguard_nn::data::{self, DataLoader, Dataset, LoaderOptions};
@@ -27,11 +29,13 @@ pub mod csv;
 mod digits;
 pub mod idx;
 mod loader;
+mod sampler;
 mod tensor_dataset;
 
 pub use digits::digits;
 pub use idx::{fashion_mnist, FASHION_MNIST_DEFAULT_DIR};
 pub use loader::{DataLoader, Epoch, LoaderOptions};
+pub use sampler::DistributedSampler;
 pub use tensor_dataset::{DeviceBatches, DeviceDataset, TensorDataset};
 
 /// A set of labelled examples with features of one fixed shape (PyTorch's
