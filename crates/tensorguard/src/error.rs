@@ -236,6 +236,20 @@ pub enum Error {
         /// The user's call site.
         location: &'static Location<'static>,
     },
+    /// A collective of a process group failed: a rank died or never
+    /// joined (the timeout), ranks disagree (shapes, dtypes, a model's
+    /// parameters), or the communication engine reported an error.
+    #[error("{op} on rank {rank} of {world_size}: {message}")]
+    Distributed {
+        /// The collective or call (`all_reduce_`, `DistributedDataParallel::new`, ...).
+        op: &'static str,
+        /// This process's rank.
+        rank: usize,
+        /// The group's size.
+        world_size: usize,
+        /// What happened, naming the ranks, sizes and the fix.
+        message: String,
+    },
     /// CUDA cannot be used on this machine or in this build.
     #[error("CUDA is not available: {0}.")]
     CudaUnavailable(CudaUnavailable),

@@ -52,7 +52,7 @@ mod random;
 mod shape;
 mod tensor;
 pub mod transfer;
-mod units;
+pub mod units;
 pub mod warnings;
 
 pub use device::{Device, DeviceKind};
