@@ -104,6 +104,10 @@ fn init_logging(verbose: u8, quiet: bool) {
 fn run_train(mut opts: train::TrainOptions, quiet: bool) -> Result<(), String> {
     opts.no_progress |= quiet;
     let report = train::run(&opts)?;
+    // data-parallel: rank 0 speaks for the group
+    if report.rank != 0 {
+        return Ok(());
+    }
     if !quiet {
         print!("{report}");
     } else {

@@ -259,7 +259,13 @@ impl<M: Module> DistributedDataParallel<M> {
         });
         *reducer.iter.lock().unwrap_or_else(|e| e.into_inner()) = reducer.fresh();
         let mut hooks = Vec::new();
-        for (b, bucket) in reducer.buckets.iter().enumerate() {
+        // a world of one has nothing to average: no hooks, no cost
+        let buckets_to_hook = if group.world_size() > 1 {
+            reducer.buckets.len()
+        } else {
+            0
+        };
+        for (b, bucket) in reducer.buckets.iter().enumerate().take(buckets_to_hook) {
             for &p in &bucket.params {
                 let weak: Weak<Reducer> = Arc::downgrade(&reducer);
                 let h = reducer.params[p]

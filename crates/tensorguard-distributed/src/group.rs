@@ -20,7 +20,7 @@ use tensorguard::{DType, Error, Result, Tensor};
 
 use crate::engine::{Collective, Engine, Job, Single};
 use crate::env;
-use crate::wire::{self, Buf};
+use crate::wire::{self, Buf, Pool};
 
 /// How a reduction combines the ranks' values (PyTorch's `ReduceOp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +95,8 @@ struct Inner {
     engine: Box<dyn Engine>,
     seq: AtomicU64,
     timeout: Duration,
+    /// Note [Staging buffers] (shared with the engine).
+    pool: Arc<Pool>,
 }
 
 impl Drop for Inner {
@@ -192,6 +194,7 @@ impl ProcessGroup {
                 engine: Box::new(Single),
                 seq: AtomicU64::new(0),
                 timeout: GroupOptions::default().timeout,
+                pool: Arc::default(),
             }),
         }
     }
@@ -202,12 +205,18 @@ impl ProcessGroup {
         if let Some(inner) = live.as_ref().and_then(Weak::upgrade) {
             return Ok(ProcessGroup { inner });
         }
-        let engine =
-            crate::mpi_engine::MpiEngine::start(opts.timeout, opts.verify, live.is_some())?;
+        let pool = Arc::new(Pool::default());
+        let engine = crate::mpi_engine::MpiEngine::start(
+            opts.timeout,
+            opts.verify,
+            live.is_some(),
+            Arc::clone(&pool),
+        )?;
         let inner = Arc::new(Inner {
             engine: Box::new(engine),
             seq: AtomicU64::new(0),
             timeout: opts.timeout,
+            pool,
         });
         *live = Some(Arc::downgrade(&inner));
         Ok(ProcessGroup { inner })
@@ -302,7 +311,7 @@ impl ProcessGroup {
         const OP: &str = "all_reduce_";
         let site = Location::caller();
         let wire = wire::wire_op(OP, t.dtype(), op)?;
-        let buf = wire::stage(t, true)?;
+        let buf = wire::stage(t, true, &self.inner.pool)?;
         let n = self.world_size();
         let sum_op = if wire == ReduceOp::Avg {
             ReduceOp::Sum
@@ -316,11 +325,12 @@ impl ProcessGroup {
             Self::describe(&op.to_string(), t),
         );
         let target = t.alias();
+        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |mut buf| {
             if op == ReduceOp::Avg {
                 buf.divide(n);
             }
-            let src = wire::unstage(buf, target.shape(), target.dtype())?;
+            let src = wire::unstage(buf, target.shape(), target.dtype(), &pool)?;
             target.copy_(&src)?;
             Ok(vec![target])
         }))
@@ -348,7 +358,7 @@ impl ProcessGroup {
                 ),
             ));
         }
-        let buf = wire::stage(t, false)?;
+        let buf = wire::stage(t, false, &self.inner.pool)?;
         let rx = self.submit(
             OP,
             Collective::Broadcast { root: src },
@@ -356,8 +366,9 @@ impl ProcessGroup {
             Self::describe(&format!("from rank {src}"), t),
         );
         let target = t.alias();
+        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |buf| {
-            let src = wire::unstage(buf, target.shape(), target.dtype())?;
+            let src = wire::unstage(buf, target.shape(), target.dtype(), &pool)?;
             target.copy_(&src)?;
             Ok(vec![target])
         }))
@@ -375,14 +386,15 @@ impl ProcessGroup {
     pub fn all_gather_async(&self, t: &Tensor) -> Result<Work> {
         const OP: &str = "all_gather";
         let site = Location::caller();
-        let buf = wire::stage(t, false)?;
+        let buf = wire::stage(t, false, &self.inner.pool)?;
         let rx = self.submit(OP, Collective::AllGather, buf, Self::describe("gather", t));
         let (shape, dtype, device, n) =
             (t.shape().to_vec(), t.dtype(), t.device(), self.world_size());
+        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |buf| {
             let mut full = vec![n];
             full.extend_from_slice(&shape);
-            let all = wire::unstage(buf, &full, dtype)?.to(&device)?;
+            let all = wire::unstage(buf, &full, dtype, &pool)?.to(&device)?;
             (0..n).map(|r| all.select(0, r as isize)).collect()
         }))
     }
@@ -414,7 +426,7 @@ impl ProcessGroup {
             ));
         }
         let wire = wire::wire_op(OP, t.dtype(), op)?;
-        let buf = wire::stage(t, true)?;
+        let buf = wire::stage(t, true, &self.inner.pool)?;
         let sum_op = if wire == ReduceOp::Avg {
             ReduceOp::Sum
         } else {
@@ -429,11 +441,12 @@ impl ProcessGroup {
         let mut shape = t.shape().to_vec();
         shape[0] /= n;
         let (dtype, device) = (t.dtype(), t.device());
+        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |mut buf| {
             if op == ReduceOp::Avg {
                 buf.divide(n);
             }
-            Ok(vec![wire::unstage(buf, &shape, dtype)?.to(&device)?])
+            Ok(vec![wire::unstage(buf, &shape, dtype, &pool)?.to(&device)?])
         }))
     }
 

@@ -33,7 +33,7 @@ use tensorguard::{Error, Result};
 
 use crate::engine::{describe_code, Collective, Engine, Job};
 use crate::env;
-use crate::wire::Buf;
+use crate::wire::{Buf, Pool, WireElem};
 use crate::ReduceOp;
 
 /// The tag of a liveness ping (Note [Liveness check]).
@@ -64,6 +64,7 @@ impl MpiEngine {
         timeout: Duration,
         verify: bool,
         started_before: bool,
+        pool: Arc<Pool>,
     ) -> Result<MpiEngine> {
         if started_before {
             return Err(Error::Distributed {
@@ -79,7 +80,7 @@ impl MpiEngine {
         let flag = Arc::clone(&broken);
         let thread = std::thread::Builder::new()
             .name("tensorguard-mpi".into())
-            .spawn(move || engine_thread(rx, init_tx, timeout, verify, flag))
+            .spawn(move || engine_thread(rx, init_tx, timeout, verify, flag, pool))
             .map_err(|e| Error::Distributed {
                 op: OP_INIT,
                 rank: 0,
@@ -162,6 +163,7 @@ fn engine_thread(
     timeout: Duration,
     verify: bool,
     broken: Arc<AtomicBool>,
+    pool: Arc<Pool>,
 ) {
     let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Serialized) else {
         let _ = init.send(Err(Error::Distributed {
@@ -195,6 +197,7 @@ fn engine_thread(
         rx,
         ping_id: 0,
         shutdown: false,
+        pool,
     };
     while !engine.shutdown {
         match engine.rx.recv_timeout(Duration::from_millis(2)) {
@@ -221,6 +224,8 @@ struct Thread {
     rx: Receiver<Msg>,
     ping_id: u64,
     shutdown: bool,
+    /// Note [Staging buffers] (wire.rs).
+    pool: Arc<Pool>,
 }
 
 fn sys_op(op: ReduceOp) -> SystemOperation {
@@ -306,12 +311,12 @@ impl Thread {
 
     fn collective(&mut self, job: &Job, data: Buf) -> Result<Buf> {
         Ok(match data {
-            Buf::F32(v) => Buf::F32(self.typed(job, v)?),
-            Buf::F64(v) => Buf::F64(self.typed(job, v)?),
-            Buf::I32(v) => Buf::I32(self.typed(job, v)?),
-            Buf::I64(v) => Buf::I64(self.typed(job, v)?),
-            Buf::U8(v) => Buf::U8(self.typed(job, v)?),
-            Buf::U16(v) => Buf::U16(self.typed(job, v)?),
+            Buf::F32(v) => self.typed(job, v)?,
+            Buf::F64(v) => self.typed(job, v)?,
+            Buf::I32(v) => self.typed(job, v)?,
+            Buf::I64(v) => self.typed(job, v)?,
+            Buf::U8(v) => self.typed(job, v)?,
+            Buf::U16(v) => self.typed(job, v)?,
             Buf::Empty => {
                 if job.what == Collective::Barrier {
                     let req = self.world.immediate_barrier();
@@ -322,15 +327,15 @@ impl Thread {
         })
     }
 
-    fn typed<T: Equivalence + Copy + Default>(
-        &mut self,
-        job: &Job,
-        mut data: Vec<T>,
-    ) -> Result<Vec<T>> {
+    /// Run `job` on `data`. Outputs come from the pool and a reduction's
+    /// input goes back to it (Note [Staging buffers]).
+    fn typed<T: Equivalence + WireElem>(&mut self, job: &Job, mut data: Vec<T>) -> Result<Buf> {
         let n = self.size;
+        let pool = Arc::clone(&self.pool);
+        let buffer = |len: usize| pool.take_filled::<T>(len);
         match job.what {
             Collective::AllReduce(op) => {
-                let mut out = vec![T::default(); data.len()];
+                let mut out = buffer(data.len());
                 mpi::request::scope(|scope| {
                     let req = self.world.immediate_all_reduce_into(
                         scope,
@@ -340,7 +345,10 @@ impl Thread {
                     );
                     self.poll(req, job)
                 })?;
-                Ok(out)
+                {
+                    self.pool.give(T::wrap(data));
+                    Ok(T::wrap(out))
+                }
             }
             Collective::Broadcast { root } => {
                 mpi::request::scope(|scope| {
@@ -350,20 +358,20 @@ impl Thread {
                         .immediate_broadcast_into(scope, &mut data[..]);
                     self.poll(req, job)
                 })?;
-                Ok(data)
+                Ok(T::wrap(data))
             }
             Collective::AllGather => {
-                let mut out = vec![T::default(); data.len() * n];
+                let mut out = buffer(data.len() * n);
                 mpi::request::scope(|scope| {
                     let req = self
                         .world
                         .immediate_all_gather_into(scope, &data[..], &mut out[..]);
                     self.poll(req, job)
                 })?;
-                Ok(out)
+                Ok(T::wrap(out))
             }
             Collective::ReduceScatter(op) => {
-                let mut out = vec![T::default(); data.len() / n];
+                let mut out = buffer(data.len() / n);
                 if out.len() * n != data.len() {
                     return Err(self.error(
                         job.op,
@@ -382,9 +390,12 @@ impl Thread {
                     );
                     self.poll(req, job)
                 })?;
-                Ok(out)
+                {
+                    self.pool.give(T::wrap(data));
+                    Ok(T::wrap(out))
+                }
             }
-            Collective::Barrier => Ok(data),
+            Collective::Barrier => Ok(T::wrap(data)),
         }
     }
 
@@ -403,13 +414,22 @@ impl Thread {
                 Ok(_) => return Ok(()),
                 Err(r) => req = r,
             }
+            spins += 1;
+            // the clock and the ping probe cost more than a test: not
+            // every turn
+            if spins % 64 != 0 {
+                continue;
+            }
             if start.elapsed() > self.timeout {
                 break;
             }
             self.serve_pings();
-            spins += 1;
-            if spins > 2000 {
-                if start.elapsed() > Duration::from_millis(20) {
+            // MPI progresses only inside its calls: a large collective
+            // is many chunks, each needing a test, so polling stays hot
+            // (yielding the core) for a second, then backs off for ranks
+            // that are late
+            if spins > 64 * 256 {
+                if start.elapsed() > Duration::from_secs(1) {
                     std::thread::sleep(Duration::from_micros(50));
                 } else {
                     std::thread::yield_now();

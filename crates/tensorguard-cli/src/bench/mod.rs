@@ -6,7 +6,8 @@
 //! non-blocking, for sizes from 1 KiB to 1 GiB, next to a plain host memcpy
 //! of each size measured in the same run. `tensorguard bench gpu` times
 //! the GPU check's device workloads (elementwise, copies, matmul, launch
-//! and allocation costs) for comparison with PyTorch's.
+//! and allocation costs) for comparison with PyTorch's. `tensorguard bench
+//! allreduce` measures the process group's all-reduce under `mpirun`.
 //!
 //! `tensorguard bench compare` runs the same workloads (elementwise ops,
 //! reductions, softmax, matmul, tiny-op chains, an MLP training step,
@@ -14,6 +15,7 @@
 //! interleaved, next to the machine's limits (memcpy, `gemm` called
 //! directly) measured in the same run.
 
+mod allreduce;
 mod args;
 mod compare;
 mod compare_limits;
@@ -31,6 +33,7 @@ mod sizes;
 
 use clap::Subcommand;
 
+pub use allreduce::{run_allreduce, AllReduceArgs};
 pub use args::{CompareArgs, CopyArgs};
 pub use compare::run_compare;
 pub use copy::run_copy;
@@ -50,6 +53,9 @@ pub enum BenchCommand {
     /// interleaved; print times, ratios and each figure against the
     /// machine's limits; write JSON, a plot and the README's table.
     Compare(CompareArgs),
+    /// Time the process group's all-reduce (run under `mpirun -np N`) for
+    /// 1 KiB to 256 MiB: bus bandwidth next to a host memcpy.
+    Allreduce(AllReduceArgs),
 }
 
 /// Run a `bench` sub-subcommand; `quiet` is the global `-q/--quiet`.
@@ -60,6 +66,7 @@ pub fn run(cmd: BenchCommand, quiet: bool) -> Result<(), String> {
             run_copy(&args)
         }
         BenchCommand::Gpu(args) => run_gpu(&args),
+        BenchCommand::Allreduce(args) => run_allreduce(&args),
         BenchCommand::Compare(mut args) => {
             args.quiet |= quiet;
             run_compare(&args)

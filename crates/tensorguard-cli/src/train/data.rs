@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 use tensorguard::{Device, Result as TgResult, Tensor};
 use tensorguard_nn::data::{
-    self, DataLoader, Dataset, DeviceBatches, DeviceDataset, Epoch, LoaderOptions, TensorDataset,
+    self, DataLoader, Dataset, DeviceBatches, DeviceDataset, DistributedSampler, Epoch,
+    LoaderOptions, TensorDataset,
 };
 use tensorguard_nn::ops::{cross_entropy, CrossEntropyOptions};
 
@@ -25,6 +26,8 @@ pub(super) enum Source {
         data: DeviceDataset,
         shuffle: bool,
         seed: u64,
+        /// This process's shard, when training data-parallel.
+        shard: Option<DistributedSampler>,
     },
     /// Read by the loader (pinned batches, prefetched to the device).
     Loader(DataLoader),
@@ -74,12 +77,20 @@ impl Source {
                 data,
                 shuffle,
                 seed,
+                shard,
             } => {
-                let n = data.len().div_ceil(batch.max(1));
-                Ok(Batches::Resident(
-                    tg(data.batches(batch, *shuffle, *seed, epoch, false))?,
-                    n,
-                ))
+                let batches = match shard {
+                    Some(s) => {
+                        tg(data.batches_in_order(&s.indices(data.len(), epoch), batch, false))?
+                    }
+                    None => tg(data.batches(batch, *shuffle, *seed, epoch, false))?,
+                };
+                let n = match shard {
+                    Some(s) => s.num_samples(data.len()),
+                    None => data.len(),
+                }
+                .div_ceil(batch.max(1));
+                Ok(Batches::Resident(batches, n))
             }
             Source::Loader(l) => Ok(Batches::Loader(tg(l.epoch(epoch))?)),
         }
@@ -93,8 +104,13 @@ fn limit(ds: TensorDataset, n: Option<usize>) -> Res<TensorDataset> {
     }
 }
 
-/// Load the dataset `opts` names and place it for `dev`.
-pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
+/// Load the dataset `opts` names and place it for `dev`; with `shard`,
+/// the training set is read through it (this process's share).
+pub(super) fn load(
+    opts: &TrainOptions,
+    dev: &Device,
+    shard: Option<DistributedSampler>,
+) -> Res<Data> {
     let (train, test) = match opts.dataset {
         DatasetKind::Digits => tg(data::digits())?,
         DatasetKind::FashionMnist => {
@@ -122,6 +138,7 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
             data: tg(train.to_device(dev))?,
             shuffle: true,
             seed: opts.seed,
+            shard,
         },
         DatasetKind::FashionMnist => {
             let on_device = !matches!(dev, Device::Cpu);
@@ -132,7 +149,7 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
                     shuffle: true,
                     seed: opts.seed,
                     drop_last: false,
-                    sampler: None,
+                    sampler: shard,
                     num_workers: 1,
                     prefetch_factor: 4,
                     pin_memory: on_device,
@@ -145,6 +162,7 @@ pub(super) fn load(opts: &TrainOptions, dev: &Device) -> Res<Data> {
         data: tg(test.to_device(dev))?,
         shuffle: false,
         seed: 0,
+        shard: None,
     };
     Ok(Data {
         train,

@@ -9,6 +9,7 @@
 mod data;
 pub mod model;
 mod options;
+mod parallel;
 mod report;
 
 use std::time::Instant;
@@ -26,6 +27,8 @@ pub use options::{AmpKind, DatasetKind, OptimizerKind, ScheduleKind, TrainOption
 pub use report::{install_warning_capture, warnings_seen, EpochStats, TrainReport};
 
 use data::{Batches, Data};
+use parallel::Model;
+use tensorguard_distributed::ProcessGroup;
 
 /// A one-line error for the command line.
 type Res<T> = std::result::Result<T, String>;
@@ -34,11 +37,12 @@ fn tg<T>(r: tensorguard::Result<T>) -> Res<T> {
     r.map_err(|e| e.to_string())
 }
 
-/// The device to train on: `--device`, else the first GPU, else the cpu.
-fn pick_device(opts: &TrainOptions) -> Res<Device> {
+/// The device to train on: `--device`, else the (local rank's) first GPU,
+/// else the cpu.
+fn pick_device(opts: &TrainOptions, group: Option<&ProcessGroup>) -> Res<Device> {
     let dev = match &opts.device {
         Some(s) => tg(Device::parse(s))?,
-        None => Device::cuda_if_available(0),
+        None => parallel::default_device(group),
     };
     tg(dev.check_available())?;
     Ok(dev)
@@ -98,7 +102,9 @@ fn make_optimizer(opts: &TrainOptions, model: &Net) -> Res<Box<dyn Optimizer>> {
 struct Run {
     opts: TrainOptions,
     dev: Device,
-    model: Net,
+    model: Model,
+    /// The data-parallel group, when training across processes.
+    group: Option<ProcessGroup>,
     opt: Box<dyn Optimizer>,
     scaler: GradScaler,
     data: Data,
@@ -115,7 +121,9 @@ struct Run {
 /// Errors are one-line messages (a missing dataset says how to get it).
 pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     check(opts)?;
-    let dev = pick_device(opts)?;
+    let group = parallel::join(opts)?;
+    let is_main = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let dev = pick_device(opts, group.as_ref())?;
     if let Some(f) = opts.memory_fraction {
         tg(memory::set_per_process_memory_fraction(f, &dev))?;
     }
@@ -126,7 +134,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         ))?;
     }
     tensorguard::manual_seed(opts.seed);
-    let data = data::load(opts, &dev)?;
+    let data = data::load(opts, &dev, parallel::shard(group.as_ref(), opts.seed)?)?;
     let mut model = tg(Net::new(
         opts.model,
         &data.shape,
@@ -144,10 +152,17 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
         DatasetKind::Digits => 30,
         DatasetKind::FashionMnist => 4,
     });
+    let mut run_opts = opts.clone();
+    // one progress bar, epoch lines and checkpoint: rank 0's
+    run_opts.no_progress |= !is_main;
+    if !is_main {
+        run_opts.save = None;
+    }
     let mut run = Run {
-        opts: opts.clone(),
+        opts: run_opts,
         dev,
-        model,
+        model: Model::Plain(model),
+        group: None,
         opt,
         scaler,
         data,
@@ -159,6 +174,10 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     run.base_lr = run.opt.lr();
     if let Some(path) = &opts.resume {
         run.resume(path)?;
+    }
+    if let Some(g) = &group {
+        run.model = run.model.wrap(g)?;
+        run.group = Some(g.clone());
     }
     let t0 = Instant::now();
     let ledger0 = transfer::stats_for(&dev);
@@ -191,10 +210,15 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     }
     let last = history.last().cloned().unwrap_or_default();
     let trained = history.iter().map(|e| e.samples).sum::<u64>();
+    let (rank, world_size) = group
+        .as_ref()
+        .map_or((0, 1), |g| (g.rank(), g.world_size()));
     Ok(TrainReport {
         device: dev,
-        model: run.model.describe(),
-        parameters: run.model.num_parameters(),
+        rank,
+        world_size,
+        model: run.model.module().describe(),
+        parameters: run.model.module().num_parameters(),
         epochs: history,
         test_accuracy: last.test_accuracy,
         test_loss: last.test_loss,
@@ -215,6 +239,10 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
 }
 
 impl Run {
+    fn is_main(&self) -> bool {
+        self.group.as_ref().is_none_or(|g| g.rank() == 0)
+    }
+
     fn train_epochs(&mut self) -> Res<Vec<EpochStats>> {
         let mut history = Vec::new();
         for epoch in self.start_epoch..self.epochs {
@@ -230,7 +258,9 @@ impl Run {
                 samples,
                 seconds: t.elapsed().as_secs_f64(),
             };
-            println!("{}", e.line(self.epochs));
+            if self.is_main() {
+                println!("{}", e.line(self.epochs));
+            }
             history.push(e);
             if let Some(path) = self.opts.save.clone() {
                 self.save(&path, epoch + 1)?;
@@ -241,7 +271,7 @@ impl Run {
 
     /// One pass over the training set; returns (mean loss, accuracy, samples).
     fn train_epoch(&mut self, epoch: u64) -> Res<(f64, f64, u64)> {
-        self.model.train();
+        self.model.module_mut().train();
         let dev = self.dev;
         // the peak of the training steps alone (evaluation runs larger
         // batches without a graph, which is another question)
@@ -280,7 +310,7 @@ impl Run {
         while let Some(batch) = batches.next_batch()? {
             let (x, y) = batch;
             let b = y.numel();
-            let logits = tg(forward_logits(&self.model, &x, amp))?;
+            let logits = tg(forward_logits(self.model.module(), &x, amp))?;
             let loss = tg(data::loss(&logits, &y))?;
             tg(tally(&loss_sum, &correct, &loss, &logits, &y))?;
             // a micro-batch's loss is divided by the number of
@@ -291,7 +321,9 @@ impl Run {
             } else {
                 loss
             };
-            tg(tg(self.scaler.scale(&scaled))?.backward())?;
+            // data-parallel: only the step's last micro-batch averages
+            let sync = micro_in_step + 1 == accum || i + 1 == n_batches;
+            tg(self.model.backward(&tg(self.scaler.scale(&scaled))?, sync))?;
             drop(scaled);
             micro_in_step += 1;
             seen += b as u64;
@@ -316,6 +348,8 @@ impl Run {
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
+        // data-parallel: every rank's share counted
+        let seen = parallel::sum_over_ranks(self.group.as_ref(), &[&loss_sum, &correct], seen)?;
         let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
         let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
         tg(tensorguard::device::synchronize(&dev))?;
@@ -325,10 +359,10 @@ impl Run {
 
     /// (mean loss, accuracy) on the test set, in evaluation mode, without a graph.
     fn evaluate(&mut self) -> Res<(f64, f64)> {
-        self.model.eval();
+        self.model.module_mut().eval();
         let dev = self.dev;
         let amp = self.opts.amp;
-        let model = &self.model;
+        let model = self.model.module();
         let test = &mut self.data.test;
         let r = no_grad(|| -> Res<(f64, f64)> {
             let loss_sum = tg(Tensor::zeros((), DType::F32, &dev))?;
@@ -351,13 +385,13 @@ impl Run {
             let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
             Ok((l, a))
         });
-        self.model.train();
+        self.model.module_mut().train();
         r
     }
 
     /// Write model, optimizer and scaler state, the epoch and the RNG.
     fn save(&self, path: &std::path::Path, epochs_done: u64) -> Res<()> {
-        let mut sd = self.model.state_dict();
+        let mut sd = self.model.module().state_dict();
         sd.extend_prefixed("optim.", self.opt.state_dict());
         sd.extend_prefixed("scaler.", self.scaler.state_dict());
         let rng = tensorguard::default_generator().state().to_bytes();
@@ -395,7 +429,7 @@ impl Run {
                 model_sd.insert(n, t.alias());
             }
         }
-        tg(self.model.load_state_dict(&model_sd))
+        tg(self.model.net_mut()?.load_state_dict(&model_sd))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         tg(self.opt.load_state_dict(&sd.strip_prefix("optim.")))?;
         let scaler_sd = sd.strip_prefix("scaler.");
@@ -430,7 +464,11 @@ impl Run {
 
 /// The model's logits for `x` in f32, under autocast when `--amp` asks
 /// for it (the loss is on autocast's f32 list either way).
-fn forward_logits(model: &Net, x: &Tensor, amp: Option<AmpKind>) -> tensorguard::Result<Tensor> {
+fn forward_logits(
+    model: &dyn Module,
+    x: &Tensor,
+    amp: Option<AmpKind>,
+) -> tensorguard::Result<Tensor> {
     let _autocast = match amp {
         Some(AmpKind::Bf16) => Some(tensorguard::autocast::autocast(DType::BF16)?),
         Some(AmpKind::F16) => Some(tensorguard::autocast::autocast(DType::F16)?),

@@ -111,6 +111,11 @@ pub struct TrainOptions {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Train data-parallel in the MPI group (automatic under `mpirun -np
+    /// N`; needs a build with `--features mpi`). `--batch-size` is then
+    /// each process's batch, and each process reads its own shard.
+    #[arg(long)]
+    pub distributed: bool,
 }
 
 impl Default for TrainOptions {
@@ -137,6 +142,7 @@ impl Default for TrainOptions {
             metrics_json: None,
             limit: None,
             no_progress: true,
+            distributed: false,
         }
     }
 }

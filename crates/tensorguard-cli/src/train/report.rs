@@ -48,6 +48,10 @@ pub struct TrainReport {
     /// Where it ran.
     #[serde(serialize_with = "as_string")]
     pub device: Device,
+    /// This process's rank (0 alone).
+    pub rank: usize,
+    /// How many processes trained together (1 alone).
+    pub world_size: usize,
     /// The model, as `describe()` says.
     pub model: String,
     /// Its number of parameters.
@@ -104,8 +108,18 @@ impl fmt::Display for TrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "== trained {} ({} parameters) on {}",
-            self.model, self.parameters, self.device
+            "== trained {} ({} parameters) on {}{}",
+            self.model,
+            self.parameters,
+            self.device,
+            if self.world_size > 1 {
+                format!(
+                    " in each of {} processes (data-parallel; figures are rank {}'s, samples/s all ranks')",
+                    self.world_size, self.rank
+                )
+            } else {
+                String::new()
+            }
         )?;
         writeln!(
             f,

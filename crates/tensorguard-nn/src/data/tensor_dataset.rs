@@ -311,16 +311,36 @@ impl DeviceDataset {
         epoch: u64,
         drop_last: bool,
     ) -> Result<DeviceBatches<'_>> {
-        super::loader::check_batch_size(batch_size)?;
         let n = self.len();
-        let order: Vec<i64> = if shuffle {
+        let order: Vec<usize> = if shuffle {
             shuffled_order(n, seed, epoch)
-                .into_iter()
-                .map(|i| i as i64)
-                .collect()
         } else {
-            (0..n as i64).collect()
+            (0..n).collect()
         };
+        self.batches_in_order(&order, batch_size, drop_last)
+    }
+
+    /// The batches that visit the examples in `order` (indices into the
+    /// dataset, e.g. a [`DistributedSampler`](super::DistributedSampler)'s
+    /// shard): only the order goes to the device.
+    pub fn batches_in_order(
+        &self,
+        order: &[usize],
+        batch_size: usize,
+        drop_last: bool,
+    ) -> Result<DeviceBatches<'_>> {
+        super::loader::check_batch_size(batch_size)?;
+        if let Some(&bad) = order.iter().find(|&&i| i >= self.len()) {
+            return Err(tensorguard::Error::IndexOutOfRange {
+                op: "DeviceDataset::batches_in_order",
+                what: "the examples of a dataset (an index of the order)".into(),
+                index: bad as i64,
+                size: self.len(),
+                range: format!("0..{}", self.len()),
+            });
+        }
+        let n = order.len();
+        let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
         let device = self.features.device();
         // from_slice uploads through pinned memory on the current stream:
         // queued, not waited for
@@ -359,7 +379,7 @@ impl Iterator for DeviceBatches<'_> {
         }
         let start = self.next * self.batch_size;
         self.next += 1;
-        let len = self.batch_size.min(self.data.len() - start);
+        let len = self.batch_size.min(self.order.numel() - start);
         let batch = (|| {
             let idx = self.order.narrow(0, start as isize, len)?;
             let x = self.data.features.index_select(0, &idx)?;

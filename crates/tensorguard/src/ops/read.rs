@@ -25,24 +25,52 @@ impl Tensor {
         self.read_vec("to_vec", Location::caller())
     }
 
-    /// The elements in logical order. From a device this is a blocking
-    /// device → host copy, counted by the [transfer ledger](crate::transfer)
-    /// and the sync ledger at `site`, the user's call site (an `item()` in a
-    /// loop shows up there).
+    /// [`to_vec`](Tensor::to_vec) into `out`, replacing its contents and
+    /// reusing its allocation (a staging buffer kept across calls: a large
+    /// fresh allocation pays a page fault per page on first touch).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0], [2], &Device::Cpu).unwrap();
+    /// let mut buf = Vec::with_capacity(1024);
+    /// t.to_vec_into(&mut buf).unwrap();
+    /// assert_eq!((buf.as_slice(), buf.capacity() >= 1024), (&[1.0f32, 2.0][..], true));
+    /// ```
+    #[track_caller]
+    pub fn to_vec_into<T: Element>(&self, out: &mut Vec<T>) -> Result<()> {
+        self.read_into("to_vec_into", Location::caller(), out)
+    }
+
     fn read_vec<T: Element>(
         &self,
         op: &'static str,
         site: &'static Location<'static>,
     ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.read_into(op, site, &mut out)?;
+        Ok(out)
+    }
+
+    /// The elements in logical order. From a device this is a blocking
+    /// device → host copy, counted by the [transfer ledger](crate::transfer)
+    /// and the sync ledger at `site`, the user's call site (an `item()` in a
+    /// loop shows up there).
+    fn read_into<T: Element>(
+        &self,
+        op: &'static str,
+        site: &'static Location<'static>,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         self.check_elem::<T>(op)?;
         let host = super::read_to_host(self, op, site)?;
         let host = host.as_ref().unwrap_or(self);
         let guard = host.storage().data.read();
         let data: &[T::Native] = guard.host_bytes()?.typed();
         let layout = host.layout();
-        let mut out = Vec::with_capacity(layout.numel());
+        out.clear();
+        out.reserve(layout.numel());
         crate::device::cpu::gather_strided(data, layout, |x| out.push(T::from_native(x)));
-        Ok(out)
+        Ok(())
     }
 
     /// The value of a one-element tensor.
