@@ -36,6 +36,10 @@ pub struct DdpOptions {
     /// time (PyTorch always does); off only for models known to start
     /// identical.
     pub broadcast_at_init: bool,
+    /// At the start of every forward, broadcast rank 0's buffers (batch
+    /// norm's running statistics, which each rank updates from its own
+    /// shard) to every rank: PyTorch's `broadcast_buffers`, on by default.
+    pub broadcast_buffers: bool,
 }
 
 impl Default for DdpOptions {
@@ -43,6 +47,7 @@ impl Default for DdpOptions {
         DdpOptions {
             bucket_cap_bytes: 25 * 1024 * 1024,
             broadcast_at_init: true,
+            broadcast_buffers: true,
         }
     }
 }
@@ -72,6 +77,7 @@ struct Reducer {
     buckets: Vec<Bucket>,
     iter: Mutex<Iteration>,
     sync: AtomicBool,
+    broadcast_buffers: bool,
 }
 
 const OP: &str = "DistributedDataParallel";
@@ -256,6 +262,7 @@ impl<M: Module> DistributedDataParallel<M> {
             buckets,
             iter: Mutex::new(Iteration::default()),
             sync: AtomicBool::new(true),
+            broadcast_buffers: opts.broadcast_buffers,
         });
         *reducer.iter.lock().unwrap_or_else(|e| e.into_inner()) = reducer.fresh();
         let mut hooks = Vec::new();
@@ -352,6 +359,11 @@ impl Drop for Hooks {
 impl<M: Module> Module for DistributedDataParallel<M> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.reducer.check_finished()?;
+        let group = &self.reducer.group;
+        if self.reducer.broadcast_buffers && group.world_size() > 1 {
+            let buffers = self.module.named_buffers();
+            no_grad(|| buffers.iter().try_for_each(|(_, b)| group.broadcast_(b, 0)))?;
+        }
         self.module.forward(x)
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {

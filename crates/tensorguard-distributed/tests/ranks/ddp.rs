@@ -155,6 +155,50 @@ pub fn run(pg: &ProcessGroup) {
     }
     mismatched_models(pg);
     unused_parameter(pg);
+    buffers_follow_rank_0(pg);
+}
+
+/// Batch norm's running statistics: each rank's own after a training
+/// forward, rank 0's again from the start of the next forward.
+fn buffers_follow_rank_0(pg: &ProcessGroup) {
+    use tensorguard_nn::BatchNorm1d;
+    let dev = Device::Cpu;
+    let m = Sequential::new()
+        .add(Linear::new(8, 4, true, &dev).unwrap())
+        .add(BatchNorm1d::new_1d(4, &dev).unwrap());
+    let mut ddp = DistributedDataParallel::new(m, pg, DdpOptions::default()).unwrap();
+    let (x, _) = batch(&dev);
+    let mine = x.narrow(0, 32 * pg.rank() as isize, 32).unwrap();
+    let same = |ddp: &DistributedDataParallel<Sequential>| {
+        ddp.named_buffers().iter().all(|(_, b)| {
+            let parts = pg.all_gather(&b.detach()).unwrap();
+            parts[0]
+                .to_dtype(DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap()
+                == parts[1]
+                    .to_dtype(DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap()
+        })
+    };
+    assert!(!ddp.named_buffers().is_empty());
+    ddp.forward(&mine)
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert!(
+        !same(&ddp),
+        "a training forward updates each rank's statistics from its shard"
+    );
+    ddp.eval();
+    no_grad(|| ddp.forward(&mine)).unwrap();
+    assert!(same(&ddp), "the next forward starts from rank 0's buffers");
+    pg.barrier().unwrap();
 }
 
 fn mismatched_models(pg: &ProcessGroup) {
