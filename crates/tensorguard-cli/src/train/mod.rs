@@ -182,7 +182,9 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     let t0 = Instant::now();
     let ledger0 = transfer::stats_for(&dev);
     let sync0 = transfer::sync_stats();
-    let history = if let Some(trace) = &opts.profile {
+    let rank = group.as_ref().map_or(0, ProcessGroup::rank);
+    let trace = opts.profile.as_deref().map(|p| parallel::per_rank(p, rank));
+    let history = if let Some(trace) = &trace {
         let opts_p = tensorguard::profiler::ProfileOptions {
             profile_memory: true,
             ..Default::default()
@@ -191,12 +193,14 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
             run.train_epochs().map_err(tensorguard::Error::Device)
         }))?;
         tg(prof.export_chrome_trace(trace))?;
-        println!(
-            "{}",
-            prof.key_averages()
-                .table(tensorguard::profiler::SortBy::SelfCpuTimeTotal, 15)
-        );
-        println!("chrome trace: {}", trace.display());
+        if rank == 0 {
+            println!(
+                "{}",
+                prof.key_averages()
+                    .table(tensorguard::profiler::SortBy::SelfCpuTimeTotal, 15)
+            );
+            println!("chrome trace: {}", trace.display());
+        }
         h
     } else {
         run.train_epochs()?
@@ -206,7 +210,7 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     let moved = transfer::stats_for(&dev).since(&ledger0);
     let syncs = transfer::sync_stats().since(&sync0);
     if let Some(path) = &opts.memory_snapshot {
-        tg(memory::dump_snapshot(&dev, path))?;
+        tg(memory::dump_snapshot(&dev, parallel::per_rank(path, rank)))?;
     }
     let last = history.last().cloned().unwrap_or_default();
     let trained = history.iter().map(|e| e.samples).sum::<u64>();

@@ -39,6 +39,24 @@ pub(super) fn default_device(group: Option<&ProcessGroup>) -> Device {
     Device::cuda_if_available(group.map_or(0, ProcessGroup::local_rank))
 }
 
+/// Where rank `rank` writes a per-process file asked for as `path`: rank
+/// 0 at `path`, the others at `name.rank{N}.ext` beside it (each rank's
+/// trace and memory snapshot are its own).
+pub(super) fn per_rank(path: &std::path::Path, rank: usize) -> std::path::PathBuf {
+    if rank == 0 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
+}
+
 /// The model being trained: alone, or wrapped for data parallelism.
 pub(super) enum Model {
     Plain(Net),
@@ -110,4 +128,23 @@ pub(super) fn sum_over_ranks(
     ))?;
     tg(g.all_reduce_(&n, ReduceOp::Sum))?;
     Ok(tg(n.to_vec::<i64>())?[0] as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_rank;
+    use std::path::Path;
+
+    #[test]
+    fn rank_0_keeps_the_path_the_others_get_their_rank_beside_it() {
+        assert_eq!(
+            per_rank(Path::new("out/trace.json"), 0),
+            Path::new("out/trace.json")
+        );
+        assert_eq!(
+            per_rank(Path::new("out/trace.json"), 3),
+            Path::new("out/trace.rank3.json")
+        );
+        assert_eq!(per_rank(Path::new("snap"), 1), Path::new("snap.rank1"));
+    }
 }
