@@ -108,6 +108,15 @@ impl Tensor {
         })
     }
 
+    /// Whether any hook is registered on this leaf (one lock, no clone).
+    fn has_post_accumulate_hooks(&self) -> bool {
+        self.0
+            .autograd
+            .lock()
+            .as_ref()
+            .is_some_and(|m| !m.post_accumulate_hooks.is_empty())
+    }
+
     /// The hooks registered on this leaf (cloned, so none runs under the
     /// tensor's lock).
     pub(crate) fn post_accumulate_hooks(&self) -> Vec<PostAccumulateGradHook> {
@@ -149,7 +158,7 @@ impl Readiness {
     pub(crate) fn count(&mut self, leaf: &Tensor) {
         if let Some(e) = self.leaves.get_mut(&key(leaf)) {
             e.0 += 1;
-        } else if !leaf.post_accumulate_hooks().is_empty() {
+        } else if leaf.has_post_accumulate_hooks() {
             self.leaves.insert(key(leaf), (1, false));
         }
     }
