@@ -16,7 +16,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tensorguard::{DType, Error, Result, Tensor};
+use tensorguard::{Error, Result, Tensor};
 
 use crate::engine::{Collective, Engine, Job, Single};
 use crate::env;
@@ -297,6 +297,23 @@ impl ProcessGroup {
         )
     }
 
+    /// Stage `t` for a reduction and submit it as `what` of the op MPI
+    /// runs (a sum for `Avg`, which the caller divides; an or for bool).
+    fn submit_reduction(
+        &self,
+        name: &'static str,
+        t: &Tensor,
+        op: ReduceOp,
+        what: fn(ReduceOp) -> Collective,
+    ) -> Result<Receiver<Result<Buf>>> {
+        let wire = match wire::wire_op(name, t.dtype(), op)? {
+            ReduceOp::Avg => ReduceOp::Sum,
+            w => w,
+        };
+        let buf = wire::stage(t, true, &self.inner.pool)?;
+        Ok(self.submit(name, what(wire), buf, Self::describe(&op.to_string(), t)))
+    }
+
     /// Reduce `t` over every rank, in place: afterwards every rank holds
     /// the same result (`torch.distributed.all_reduce`).
     #[track_caller]
@@ -310,20 +327,8 @@ impl ProcessGroup {
     pub fn all_reduce_async(&self, t: &Tensor, op: ReduceOp) -> Result<Work> {
         const OP: &str = "all_reduce_";
         let site = Location::caller();
-        let wire = wire::wire_op(OP, t.dtype(), op)?;
-        let buf = wire::stage(t, true, &self.inner.pool)?;
+        let rx = self.submit_reduction(OP, t, op, Collective::AllReduce)?;
         let n = self.world_size();
-        let sum_op = if wire == ReduceOp::Avg {
-            ReduceOp::Sum
-        } else {
-            wire
-        };
-        let rx = self.submit(
-            OP,
-            Collective::AllReduce(sum_op),
-            buf,
-            Self::describe(&op.to_string(), t),
-        );
         let target = t.alias();
         let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |mut buf| {
@@ -425,19 +430,7 @@ impl ProcessGroup {
                 ),
             ));
         }
-        let wire = wire::wire_op(OP, t.dtype(), op)?;
-        let buf = wire::stage(t, true, &self.inner.pool)?;
-        let sum_op = if wire == ReduceOp::Avg {
-            ReduceOp::Sum
-        } else {
-            wire
-        };
-        let rx = self.submit(
-            OP,
-            Collective::ReduceScatter(sum_op),
-            buf,
-            Self::describe(&op.to_string(), t),
-        );
+        let rx = self.submit_reduction(OP, t, op, Collective::ReduceScatter)?;
         let mut shape = t.shape().to_vec();
         shape[0] /= n;
         let (dtype, device) = (t.dtype(), t.device());
@@ -551,18 +544,6 @@ impl Drop for Work {
         }
     }
 }
-
-/// The dtypes a collective accepts: all of them.
-pub const DTYPES: [DType; 8] = [
-    DType::Bool,
-    DType::U8,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
 
 #[cfg(test)]
 mod tests {

@@ -42,5 +42,5 @@ mod wire;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};
 pub use env::launched_by_mpi;
-pub use group::{Backend, GroupOptions, ProcessGroup, ReduceOp, Work, DTYPES};
+pub use group::{Backend, GroupOptions, ProcessGroup, ReduceOp, Work};
 pub use tensorguard;

@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn every_dtype_stages_and_comes_back_unchanged() -> Result<()> {
-        for dt in crate::DTYPES {
+        for dt in DType::ALL {
             let t = Tensor::from_vec(vec![0.0f64, 1.0, 2.0, 1.0], [2, 2], &Device::Cpu)?
                 .to_dtype(dt)?;
             for reduce in [false, true] {

@@ -2,7 +2,7 @@
 //! and an emulated device, plus the errors (run by 2 ranks).
 
 use tensorguard::{memory, DType, Device, Tensor};
-use tensorguard_distributed::{ProcessGroup, ReduceOp, DTYPES};
+use tensorguard_distributed::{ProcessGroup, ReduceOp};
 
 const N: usize = 6;
 
@@ -34,7 +34,7 @@ fn combine(dt: DType, f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
 pub fn run(pg: &ProcessGroup) {
     let r = pg.rank();
     for dev in [Device::Cpu, Device::Emulated(0)] {
-        for dt in DTYPES {
+        for dt in DType::ALL {
             let ctx = format!("{dt} on {dev}");
             // sum (a logical or for bool), max, min
             for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
