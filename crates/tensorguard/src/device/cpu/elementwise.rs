@@ -215,8 +215,11 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
         match op {
             UnaryOp::Neg => un(o, ol, x, |v: T| Arith::neg(v)),
             UnaryOp::Abs => un(o, ol, x, |v: T| Arith::abs(v)),
-            // `>=` keeps -0.0 as -0.0, as PyTorch does
-            UnaryOp::Relu => un(o, ol, x, |v: T| if Arith::is_nan(v) || v >= zero { v } else { zero }),
+            // NaN and -0.0 stay as they are, as in PyTorch. Written as a
+            // select on `!(v < 0)` over a copied zero (`move`) so that it
+            // compiles to a branch-free vector loop: a branch on the sign
+            // of random data mispredicts half the time.
+            UnaryOp::Relu => un(o, ol, x, move |v: T| if !(v < zero) { v } else { zero }),
             _ => {}
         }
         Ok(())
@@ -312,11 +315,11 @@ pub(crate) fn binary_scalar(
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
             let (x, xl) = x.ok_or_else(missing)?;
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, xl, |v: T| f(sv, v)) } else { map1(o, &ol, x, xl, |v: T| f(v, sv)) } }} }
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, xl, move |v: T| f(sv, v)) } else { map1(o, &ol, x, xl, move |v: T| f(v, sv)) } }} }
             binary_body!(op, T, apply);
         } else {
             let o: &mut [T] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { un(o, &ol, x, |v: T| f(sv, v)) } else { un(o, &ol, x, |v: T| f(v, sv)) } }} }
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { un(o, &ol, x, move |v: T| f(sv, v)) } else { un(o, &ol, x, move |v: T| f(v, sv)) } }} }
             binary_body_arith!(op, T, apply);
         }
         Ok(())
@@ -335,7 +338,7 @@ pub(crate) fn clamp(
         let o: &mut [T] = out.buf.typed_mut();
         let lo: Option<T> = min.map(|s| s.to_native());
         let hi: Option<T> = max.map(|s| s.to_native());
-        un(o, ol, x, |v: T| {
+        un(o, ol, x, move |v: T| {
             let v = match lo { Some(l) if v < l => l, _ => v };
             match hi { Some(h) if v > h => h, _ => v }
         });
@@ -368,7 +371,7 @@ pub(crate) fn masked_fill(
         let m: &[u8] = mask.buf.typed();
         let o: &mut [T] = out.buf.typed_mut();
         let v: T = if is_bool { T::from_i64((value.to_f64() != 0.0) as i64) } else { value.to_native() };
-        bin(o, ol, x, (m, mask.layout), |x: T, m: u8| if m != 0 { v } else { x });
+        bin(o, ol, x, (m, mask.layout), move |x: T, m: u8| if m != 0 { v } else { x });
         Ok(())
     })
 }
