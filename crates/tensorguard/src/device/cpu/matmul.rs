@@ -13,9 +13,15 @@ use crate::shape::{Dims, Layout};
 /// Products smaller than this many multiply-adds (`m * n * k` of one
 /// matrix of a batch) run on one thread: below it, splitting the product
 /// over the pool costs more in packing, waking and waiting than it saves.
-/// Measured on the 784-256-256-10 MLP training step on 2 cores (see
+/// In a training step the pool's threads are asleep between products (the
+/// calling thread runs the small ops in between), so every split pays for
+/// waking them, once per gemm block loop: a product that splits well in a
+/// tight loop (64x784x256: 0.67x the one-thread time) made the whole
+/// 784-256-256-10 MLP step slower (706 us against 521 us on one thread, 2
+/// cores). At 2^25 the batch-64 step runs its products on one thread and
+/// the batch-256 step splits its 256x784x256 ones (see
 /// `docs/bench-train.md`); `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
-const PAR_GEMM: usize = 1 << 22;
+const PAR_GEMM: usize = 1 << 25;
 
 /// The threshold in use: [`PAR_GEMM`] or the environment's override, read
 /// once. An override that is not a number is warned about (not silently
@@ -29,7 +35,7 @@ fn par_threshold() -> usize {
         v.trim().parse().unwrap_or_else(|_| {
             crate::warnings::warn(
                 "tensorguard::matmul",
-                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 4194304, or unset it."),
+                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 33554432, or unset it."),
             );
             PAR_GEMM
         })
