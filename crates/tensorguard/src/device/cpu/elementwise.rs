@@ -5,6 +5,7 @@ use half::{bf16, f16};
 use num_traits::Float;
 
 use super::iter::{map1, map1_self, map2, map2_self, map3};
+use super::vmath::{DenseUnary, VExp};
 use crate::device::kernel::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::dtype::{with_native, DType, Native, Scalar};
 use crate::error::{Error, Result};
@@ -164,6 +165,28 @@ fn un<T: Native>(o: &mut [T], ol: &Layout, a: Option<(&[T], &Layout)>, f: impl F
     }
 }
 
+/// The operands of a unary op as plain slices when both are contiguous
+/// with the output's shape (the input `None` when the op is in place), for
+/// the vector kernels of `vmath`.
+fn dense<'a, T>(
+    o: &'a mut [T],
+    ol: &Layout,
+    a: Option<(&'a [T], &Layout)>,
+) -> Option<(Option<&'a [T]>, &'a mut [T])> {
+    let n = ol.numel();
+    if !ol.is_contiguous() {
+        return None;
+    }
+    let x = match a {
+        Some((x, xl)) if xl.is_contiguous() && xl.shape == ol.shape => {
+            Some(x.get(xl.offset..xl.offset + n)?)
+        }
+        Some(_) => return None,
+        None => None,
+    };
+    Some((x, o.get_mut(ol.offset..ol.offset + n)?))
+}
+
 /// out = f(a, b), or out = f(out, b) when `a` is None.
 fn bin<T: Native, B: Native>(
     o: &mut [T],
@@ -186,8 +209,8 @@ fn missing() -> Error {
 }
 
 #[inline(always)]
-fn sigmoid<T: Float>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
+fn sigmoid<T: Float + VExp>(x: T) -> T {
+    T::one() / (T::one() + (-x).vexp())
 }
 
 pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
@@ -197,8 +220,13 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
         return with_float!(dt, T => {
             let o: &mut [T] = out.buf.typed_mut();
             let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
+            if let Some((xd, od)) = dense(o, ol, x) {
+                if T::dense_unary(op, xd, od) {
+                    return Ok(());
+                }
+            }
             match op {
-                UnaryOp::Exp => un(o, ol, x, |v: T| v.exp()),
+                UnaryOp::Exp => un(o, ol, x, |v: T| v.vexp()),
                 UnaryOp::Log => un(o, ol, x, |v: T| v.ln()),
                 UnaryOp::Sqrt => un(o, ol, x, |v: T| v.sqrt()),
                 UnaryOp::Sigmoid => un(o, ol, x, sigmoid::<T>),
@@ -216,10 +244,10 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
             UnaryOp::Neg => un(o, ol, x, |v: T| Arith::neg(v)),
             UnaryOp::Abs => un(o, ol, x, |v: T| Arith::abs(v)),
             // NaN and -0.0 stay as they are, as in PyTorch. Written as a
-            // select on `!(v < 0)` over a copied zero (`move`) so that it
+            // select on `v < 0` over a copied zero (`move`) so that it
             // compiles to a branch-free vector loop: a branch on the sign
             // of random data mispredicts half the time.
-            UnaryOp::Relu => un(o, ol, x, move |v: T| if !(v < zero) { v } else { zero }),
+            UnaryOp::Relu => un(o, ol, x, move |v: T| if v < zero { zero } else { v }),
             _ => {}
         }
         Ok(())

@@ -10,6 +10,7 @@ mod index;
 mod iter;
 mod matmul;
 mod reduce;
+mod vmath;
 
 pub(crate) use custom::Custom;
 pub use gemm_direct::host_gemm_f32;

@@ -6,6 +6,7 @@ use smallvec::SmallVec;
 
 use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::{drive, for_each_run, PAR_MIN};
+use super::vmath::SoftmaxRow;
 use crate::dtype::{DType, Native};
 
 use crate::device::kernel::{KIn, KOut, ReduceOp};
@@ -308,7 +309,11 @@ pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) ->
     with_float!(a.dtype, T => {
         let x: &[T] = a.buf.typed();
         let o: &mut [T] = out.buf.typed_mut();
+        let rows = a_st == 1 && o_st == 1;
         let lane = |o: &mut [T], oo: usize, ao: usize| {
+            if rows && T::softmax_row(&x[ao..ao + n], &mut o[oo..oo + n], log) {
+                return;
+            }
             let mut m = f64::NEG_INFINITY;
             for j in 0..n {
                 m = m.max(x[ao + j * a_st].to_f64());

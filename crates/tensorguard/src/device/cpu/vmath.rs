@@ -1,0 +1,476 @@
+//! Math functions written so that a loop over them compiles to vector code:
+//! no calls, no branches, no table lookups. libm's `expf` is one call per
+//! element, which keeps `exp`, `sigmoid` and `softmax` scalar (PyTorch uses
+//! SLEEF's vector `expf` for the same reason).
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::device::kernel::UnaryOp;
+
+/// Defines `pub(crate) fn $name(args)` running `$body` compiled for the
+/// widest vector unit the cpu has: AVX-512F, else AVX2 with FMA, else the
+/// build's baseline (SSE2 on x86-64), chosen at run time (the check is a
+/// cached load). The three copies are the same source, and Rust never
+/// contracts `a * b + c` into an FMA, so all three give the same bits.
+macro_rules! widest_vectors {
+    ($(#[$doc:meta])* fn $name:ident($($a:ident: $t:ty),*) $body:block) => {
+        $(#[$doc])*
+        pub(crate) fn $name($($a: $t),*) {
+            #[inline(always)]
+            fn body($($a: $t),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512($($a: $t),*) {
+                    body($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($a: $t),*) {
+                    body($($a),*)
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: this cpu has AVX-512F (detected just above),
+                    // the only requirement of `avx512` beyond its types.
+                    return unsafe { avx512($($a),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: this cpu has AVX2 and FMA (detected just
+                    // above), the only requirement of `avx2`.
+                    return unsafe { avx2($($a),*) };
+                }
+            }
+            body($($a),*)
+        }
+    };
+}
+
+/// `o = f(x)` over dense slices (`o` as long as `x`), or `o = f(o)` in
+/// place when `x` is `None`.
+#[inline(always)]
+fn map_dense(x: Option<&[f32]>, o: &mut [f32], f: impl Fn(f32) -> f32) {
+    match x {
+        Some(x) => {
+            for (y, &v) in o.iter_mut().zip(x) {
+                *y = f(v);
+            }
+        }
+        None => {
+            for y in o.iter_mut() {
+                *y = f(*y);
+            }
+        }
+    }
+}
+
+widest_vectors! {
+    /// `e^x` by [`exp_f32`] over dense slices (see [`map_dense`]).
+    fn exp_slice(x: Option<&[f32]>, o: &mut [f32]) {
+        map_dense(x, o, exp_f32)
+    }
+}
+
+widest_vectors! {
+    /// `1 / (1 + e^-x)` by [`exp_f32`] over dense slices (see [`map_dense`]).
+    fn sigmoid_slice(x: Option<&[f32]>, o: &mut [f32]) {
+        map_dense(x, o, |v| 1.0 / (1.0 + exp_f32(-v)))
+    }
+}
+
+/// Below this many elements a dense vector kernel runs on the calling
+/// thread: each element costs a few dozen instructions, so the split pays
+/// for waking the pool at a quarter of the memory-bound ops' threshold.
+const PAR_DENSE: usize = 1 << 16;
+
+/// Unary ops with a vector kernel over dense operands, per type.
+pub(crate) trait DenseUnary: Sized {
+    /// Computes `op` over dense slices (`o = op(x)`, or in place when `x`
+    /// is `None`) if this type has a vector kernel for it; returns false,
+    /// having written nothing, otherwise.
+    fn dense_unary(op: UnaryOp, x: Option<&[Self]>, o: &mut [Self]) -> bool;
+}
+
+impl DenseUnary for f32 {
+    fn dense_unary(op: UnaryOp, x: Option<&[f32]>, o: &mut [f32]) -> bool {
+        let kernel: fn(Option<&[f32]>, &mut [f32]) = match op {
+            UnaryOp::Exp => exp_slice,
+            UnaryOp::Sigmoid => sigmoid_slice,
+            _ => return false,
+        };
+        let threads = rayon::current_num_threads();
+        if o.len() < PAR_DENSE || threads < 2 {
+            kernel(x, o);
+            return true;
+        }
+        let chunk = (o.len() / (threads * 4))
+            .max(PAR_DENSE / 2)
+            .next_multiple_of(64);
+        match x {
+            Some(x) => o
+                .par_chunks_mut(chunk)
+                .zip(x.par_chunks(chunk))
+                .for_each(|(o, x)| kernel(Some(x), o)),
+            None => o.par_chunks_mut(chunk).for_each(|o| kernel(None, o)),
+        }
+        true
+    }
+}
+
+macro_rules! no_dense_kernel {
+    ($($t:ty),*) => {$(
+        impl DenseUnary for $t {
+            #[inline]
+            fn dense_unary(_: UnaryOp, _: Option<&[$t]>, _: &mut [$t]) -> bool {
+                false
+            }
+        }
+    )*};
+}
+no_dense_kernel!(f64, f16, bf16);
+
+/// `e^x` for f32, within 1 ulp of the correctly rounded result over the
+/// normal range (checked against f64 `exp` in the tests below), with libm's
+/// special values: NaN stays NaN, `+inf` and anything above ~88.72 give
+/// `+inf`, `-inf` and anything below ~-103.97 give `+0`, results in the
+/// subnormal range are subnormal.
+///
+/// Cephes' `expf` reduction: `x = n ln2 + r` with `n` the nearest integer
+/// to `x / ln2` and `|r| <= ln2 / 2`, `ln2` split in two so that `n ln2` is
+/// exact, `e^r` by a degree-6 polynomial, then scaled by `2^n` in two steps
+/// so that `2^n` never leaves the normal range on the way.
+#[inline(always)]
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+    // (ties to even) for |v| < 2^22, in the default rounding mode
+    const ROUND: f32 = 12_582_912.0;
+    // outside this range the result is inf or 0 anyway; clamping keeps `n`
+    // small and turns infinities into finite inputs (NaN is kept apart)
+    let xc = x.clamp(-104.0, 89.0);
+    let shifted = xc * LOG2E + ROUND;
+    let n = shifted - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let y = p * (r * r) + r + 1.0;
+    // n as an integer without a float-to-int conversion (which would not
+    // vectorise): `shifted` is ROUND + n, and ROUND's last mantissa bits
+    // are zero, so n is the low bits of its representation
+    let ni = shifted.to_bits() as i32 - ROUND.to_bits() as i32;
+    // 2^n as two normal factors: n is in [-150, 129], each half in [-75, 65]
+    let n1 = ni >> 1;
+    let n2 = ni - n1;
+    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
+    let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
+    let v = (y * s1) * s2;
+    if x.is_nan() {
+        x
+    } else {
+        v
+    }
+}
+
+/// The floating types' `exp` as the cpu kernels compute it: the vector
+/// [`exp_f32`] for f32 and the half types (through f32, as their `exp`
+/// always went), libm for f64.
+pub(crate) trait VExp: Copy {
+    /// `e^self`.
+    fn vexp(self) -> Self;
+}
+
+impl VExp for f32 {
+    #[inline(always)]
+    fn vexp(self) -> f32 {
+        exp_f32(self)
+    }
+}
+
+impl VExp for f64 {
+    #[inline(always)]
+    fn vexp(self) -> f64 {
+        self.exp()
+    }
+}
+
+impl VExp for f16 {
+    #[inline(always)]
+    fn vexp(self) -> f16 {
+        f16::from_f32(exp_f32(self.to_f32()))
+    }
+}
+
+impl VExp for bf16 {
+    #[inline(always)]
+    fn vexp(self) -> bf16 {
+        bf16::from_f32(exp_f32(self.to_f32()))
+    }
+}
+
+/// Softmax (or log-softmax, `log`) of one contiguous row into `o`, for the
+/// types that have a vector row kernel; returns false (and writes nothing)
+/// for the others, which take the generic strided lane.
+pub(crate) trait SoftmaxRow: Sized {
+    /// Writes the row's result into `o` (as long as `x`) if this type has
+    /// a row kernel.
+    fn softmax_row(x: &[Self], o: &mut [Self], log: bool) -> bool;
+}
+
+impl SoftmaxRow for f32 {
+    #[inline]
+    fn softmax_row(x: &[f32], o: &mut [f32], log: bool) -> bool {
+        softmax_row_f32(x, o, log);
+        true
+    }
+}
+
+widest_vectors! {
+    /// [`softmax_row_body`] compiled for the cpu's vector unit.
+    fn softmax_row_f32(x: &[f32], o: &mut [f32], log: bool) {
+        softmax_row_body(x, o, log)
+    }
+}
+
+macro_rules! no_row_kernel {
+    ($($t:ty),*) => {$(
+        impl SoftmaxRow for $t {
+            #[inline]
+            fn softmax_row(_: &[$t], _: &mut [$t], _: bool) -> bool {
+                false
+            }
+        }
+    )*};
+}
+no_row_kernel!(f64, f16, bf16);
+
+/// Softmax of one f32 row, as PyTorch's vectorised cpu kernel computes it:
+/// the row's maximum (NaN ignored here, then propagated by the sum), then
+/// `e^(x - max)` by [`exp_f32`], their sum (in f64, eight partial sums),
+/// then each term times `1 / sum`; log-softmax is `x - max - ln(sum)`.
+/// A row with a NaN, or an infinity of the maximum's sign, is all NaN, as
+/// in PyTorch.
+#[inline(always)]
+fn softmax_row_body(x: &[f32], o: &mut [f32], log: bool) {
+    const W: usize = 16;
+    let mut lanes = [f32::NEG_INFINITY; W];
+    let chunks = x.chunks_exact(W);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = m.max(v);
+        }
+    }
+    let m = rest
+        .iter()
+        .chain(&lanes)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    for (y, &v) in o.iter_mut().zip(x) {
+        *y = exp_f32(v - m);
+    }
+    let s = sum_f64(o);
+    if log {
+        let ls = s.ln() as f32;
+        for (y, &v) in o.iter_mut().zip(x) {
+            *y = (v - m) - ls;
+        }
+    } else {
+        let inv = (1.0 / s) as f32;
+        for y in o.iter_mut() {
+            *y *= inv;
+        }
+    }
+}
+
+/// Sum of f32 values in f64 with eight independent partial sums (one
+/// chain of dependent adds would wait on each add's latency).
+#[inline(always)]
+fn sum_f64(xs: &[f32]) -> f64 {
+    const W: usize = 8;
+    let mut acc = [0.0f64; W];
+    let chunks = xs.chunks_exact(W);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x as f64;
+        }
+    }
+    let tail: f64 = rest.iter().map(|&x| x as f64).sum();
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distance in units in the last place between `got` and the f64
+    /// value `want` rounded to f32 (both finite and of one sign).
+    fn ulps(got: f32, want: f64) -> u32 {
+        let w = want as f32;
+        (got.to_bits() as i64 - w.to_bits() as i64).unsigned_abs() as u32
+    }
+
+    #[test]
+    fn exp_is_within_one_ulp_over_the_normal_range() {
+        let mut worst = (0u32, 0.0f32);
+        let mut x = -87.3f32;
+        while x < 88.7 {
+            let u = ulps(exp_f32(x), (x as f64).exp());
+            if u > worst.0 {
+                worst = (u, x);
+            }
+            // about 150,000 points, not aligned with any grid of ln2
+            x += 7.3e-5 * x.abs().max(1.0);
+        }
+        assert!(worst.0 <= 1, "{} ulps at x = {:e}", worst.0, worst.1);
+        // near zero, where e^x is close to 1 + x
+        for i in -2000..=2000 {
+            let x = i as f32 * 1e-7;
+            assert!(ulps(exp_f32(x), (x as f64).exp()) <= 1, "x = {x:e}");
+        }
+    }
+
+    #[test]
+    fn exp_keeps_libms_special_values() {
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert!(exp_f32(-f32::NAN).is_nan());
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_f32(f32::NEG_INFINITY).to_bits(), 0);
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(-0.0), 1.0);
+        assert_eq!(exp_f32(1.0), std::f32::consts::E);
+        // overflow: e^88.72 is the largest finite
+        assert!(exp_f32(88.72).is_finite());
+        assert_eq!(exp_f32(88.73), f32::INFINITY);
+        assert_eq!(exp_f32(1e30), f32::INFINITY);
+        assert_eq!(exp_f32(f32::MAX), f32::INFINITY);
+        // underflow to 0 below the smallest subnormal
+        assert_eq!(exp_f32(-104.0).to_bits(), 0);
+        assert_eq!(exp_f32(-1e30).to_bits(), 0);
+        assert_eq!(exp_f32(f32::MIN).to_bits(), 0);
+    }
+
+    #[test]
+    fn exp_is_subnormal_where_libm_is() {
+        let mut x = -103.9f32;
+        while x < -87.4 {
+            let got = exp_f32(x);
+            let want = (x as f64).exp() as f32;
+            assert!(got > 0.0 && !got.is_normal(), "x = {x}: {got:e}");
+            // the two-step scaling rounds twice: at most one subnormal step off
+            assert!(
+                (got.to_bits() as i64 - want.to_bits() as i64).abs() <= 1,
+                "x = {x}: {got:e} vs {want:e}"
+            );
+            x += 0.013;
+        }
+    }
+
+    #[test]
+    fn half_types_round_the_f32_result() {
+        for v in [-20.0f32, -1.5, 0.0, 0.25, 3.0, 11.0] {
+            assert_eq!(
+                f16::from_f32(v).vexp(),
+                f16::from_f32(f16::from_f32(v).to_f32().exp())
+            );
+            assert_eq!(
+                bf16::from_f32(v).vexp(),
+                bf16::from_f32(bf16::from_f32(v).to_f32().exp())
+            );
+        }
+        assert_eq!(f16::from_f32(12.0).vexp(), f16::INFINITY);
+        assert!(f64::NAN.vexp().is_nan());
+    }
+
+    /// Through the public ops: the dense vector kernels (above the
+    /// parallel split, in place and out of place) and the strided lanes
+    /// (a transposed view) give the same values, each within an ulp of f64.
+    #[test]
+    fn dense_and_strided_exp_and_sigmoid_agree() -> crate::Result<()> {
+        use crate::{Device, Tensor};
+        let n = 300; // 90,000 elements: more than PAR_DENSE
+        let v: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.09)
+            .collect();
+        let a = Tensor::from_vec(v.clone(), [n, n], &Device::Cpu)?;
+        let check = |got: &[f32], f: fn(f64) -> f64, what: &str| {
+            for (k, (&g, &x)) in got.iter().zip(&v).enumerate() {
+                let w = f(x as f64);
+                assert!(ulps(g, w) <= 2, "{what}[{k}]: {g:e} vs {w:e} for x = {x}");
+            }
+        };
+        let exp = |x: f64| x.exp();
+        // where e^-x overflows f32 (x below -88.72) the f32 sigmoid is 0,
+        // as in PyTorch and with libm's f32 exp
+        let sig = |x: f64| {
+            let e = (-x).exp();
+            if (e as f32).is_infinite() {
+                0.0
+            } else {
+                1.0 / (1.0 + e)
+            }
+        };
+        check(&a.exp()?.to_vec::<f32>()?, exp, "exp");
+        check(&a.sigmoid()?.to_vec::<f32>()?, sig, "sigmoid");
+        let b = a.clone()?;
+        b.exp_()?;
+        check(&b.to_vec::<f32>()?, exp, "exp_");
+        // strided: exp of the transpose, transposed back
+        let t = a.t()?.exp()?.t()?.contiguous()?;
+        assert_eq!(t.to_vec::<f32>()?, a.exp()?.to_vec::<f32>()?);
+        let t = a.t()?.sigmoid()?.t()?.contiguous()?;
+        assert_eq!(t.to_vec::<f32>()?, a.sigmoid()?.to_vec::<f32>()?);
+        Ok(())
+    }
+
+    #[test]
+    fn softmax_row_matches_the_f64_formula() {
+        // long enough for the vector body and a tail, with a wide range
+        let x: Vec<f32> = (0..1003)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.7)
+            .collect();
+        let m = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        // `x - max` rounds in f32, as in PyTorch's kernel: the reference
+        // takes that difference and computes the rest in f64
+        let d = |v: f32| (v - m) as f64;
+        let s: f64 = x.iter().map(|&v| d(v).exp()).sum();
+        let mut o = vec![0.0f32; x.len()];
+        assert!(f32::softmax_row(&x, &mut o, false));
+        for (&v, &y) in x.iter().zip(&o) {
+            let want = d(v).exp() / s;
+            assert!(
+                (y as f64 - want).abs() <= 4e-7 * want + 1e-45,
+                "{y:e} vs {want:e}"
+            );
+        }
+        assert!(f32::softmax_row(&x, &mut o, true));
+        for (&v, &y) in x.iter().zip(&o) {
+            let want = d(v) - s.ln();
+            assert!(
+                (y as f64 - want).abs() <= 2e-6 * want.abs().max(1.0),
+                "{y} vs {want}"
+            );
+        }
+        assert!(!f64::softmax_row(&[1.0], &mut [0.0], false));
+    }
+
+    #[test]
+    fn softmax_row_propagates_nan_and_infinities_as_pytorch() {
+        let mut o = [0.0f32; 3];
+        f32::softmax_row(&[1.0, f32::NAN, 2.0], &mut o, false);
+        assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
+        f32::softmax_row(&[1.0, f32::INFINITY, 2.0], &mut o, true);
+        assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
+        f32::softmax_row(&[f32::NEG_INFINITY; 3], &mut o, false);
+        assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
+        // -inf among finite values is an exact 0 (and -inf in log space)
+        f32::softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, false);
+        assert_eq!(o, [0.5, 0.0, 0.5]);
+        f32::softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, true);
+        assert_eq!(o[1], f32::NEG_INFINITY);
+    }
+}
