@@ -15,18 +15,21 @@ use crate::device::kernel::UnaryOp;
 /// contracts `a * b + c` into an FMA, so all three give the same bits.
 macro_rules! widest_vectors {
     ($(#[$doc:meta])* fn $name:ident($($a:ident: $t:ty),*) $body:block) => {
+        widest_vectors! { $(#[$doc])* fn $name($($a: $t),*) -> () $body }
+    };
+    ($(#[$doc:meta])* fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
         $(#[$doc])*
-        pub(crate) fn $name($($a: $t),*) {
+        pub(crate) fn $name($($a: $t),*) -> $r {
             #[inline(always)]
-            fn body($($a: $t),*) $body
+            fn body($($a: $t),*) -> $r $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f")]
-                fn avx512($($a: $t),*) {
+                fn avx512($($a: $t),*) -> $r {
                     body($($a),*)
                 }
                 #[target_feature(enable = "avx2,fma")]
-                fn avx2($($a: $t),*) {
+                fn avx2($($a: $t),*) -> $r {
                     body($($a),*)
                 }
                 if std::is_x86_feature_detected!("avx512f") {
@@ -286,21 +289,23 @@ fn softmax_row_body(x: &[f32], o: &mut [f32], log: bool) {
     }
 }
 
-/// Sum of f32 values in f64 with eight independent partial sums (one
-/// chain of dependent adds would wait on each add's latency).
-#[inline(always)]
-fn sum_f64(xs: &[f32]) -> f64 {
-    const W: usize = 8;
-    let mut acc = [0.0f64; W];
-    let chunks = xs.chunks_exact(W);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a += x as f64;
+widest_vectors! {
+    /// Sum of f32 values in f64 with eight independent partial sums (one
+    /// chain of dependent adds would wait on each add's latency), in the
+    /// cpu's vector unit: the sum of a contiguous f32 run.
+    fn sum_f64(xs: &[f32]) -> f64 {
+        const W: usize = 8;
+        let mut acc = [0.0f64; W];
+        let chunks = xs.chunks_exact(W);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a += x as f64;
+            }
         }
+        let tail: f64 = rest.iter().map(|&x| x as f64).sum();
+        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
     }
-    let tail: f64 = rest.iter().map(|&x| x as f64).sum();
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
 }
 
 #[cfg(test)]
