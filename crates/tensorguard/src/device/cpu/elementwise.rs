@@ -5,7 +5,7 @@ use half::{bf16, f16};
 use num_traits::Float;
 
 use super::iter::{map1, map1_self, map2, map2_self, map3};
-use super::vmath::{DenseUnary, VExp};
+use super::vmath::{dense_unary, sigmoid, VExp};
 use crate::device::kernel::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::dtype::{with_native, DType, Native, Scalar};
 use crate::error::{Error, Result};
@@ -208,11 +208,6 @@ fn missing() -> Error {
     )
 }
 
-#[inline(always)]
-fn sigmoid<T: Float + VExp>(x: T) -> T {
-    T::one() / (T::one() + (-x).vexp())
-}
-
 pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
     let dt = out.dtype;
     let ol = out.layout;
@@ -221,7 +216,7 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
             let o: &mut [T] = out.buf.typed_mut();
             let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
             if let Some((xd, od)) = dense(o, ol, x) {
-                if T::dense_unary(op, xd, od) {
+                if dense_unary(op, xd, od) {
                     return Ok(());
                 }
             }

@@ -73,6 +73,14 @@ pub(crate) fn for_each_run<const N: usize>(
     }
 }
 
+/// The chunk size to split `numel` elements over the pool by (about four
+/// chunks a thread, at least half of `min`, a multiple of 64), or `None`
+/// when they stay on the calling thread (fewer than `min`, or one thread).
+pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
+    let threads = rayon::current_num_threads();
+    (numel >= min && threads > 1).then(|| (numel / (threads * 4)).max(min / 2).next_multiple_of(64))
+}
+
 /// Drive an elementwise kernel over `layouts` (the output first, all with
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
 /// `out[offsets[0] - out_base ..]` for one run.
@@ -100,11 +108,7 @@ where
     let (shape, cstrides) = Layout::coalesce(&ol.shape, strides);
     let base: [usize; N] = std::array::from_fn(|k| layouts[k].offset);
     let cref: [&[usize]; N] = std::array::from_fn(|k| &cstrides[k][..]);
-    let threads = rayon::current_num_threads();
-    if ol.is_contiguous() && numel >= PAR_MIN && threads > 1 {
-        let chunk = (numel / (threads * 4))
-            .max(PAR_MIN / 2)
-            .next_multiple_of(64);
+    if let Some(chunk) = split_chunk(numel, PAR_MIN).filter(|_| ol.is_contiguous()) {
         let o = &mut out[base[0]..base[0] + numel];
         o.par_chunks_mut(chunk).enumerate().for_each(|(ci, oc)| {
             let start = ci * chunk;

@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::{drive, for_each_run, PAR_MIN};
-use super::vmath::SoftmaxRow;
+use super::vmath::{softmax_row, sum_dense};
 use crate::dtype::{DType, Native};
 
 use crate::device::kernel::{KIn, KOut, ReduceOp};
@@ -118,33 +118,11 @@ where
 /// Sum of a lane range in a wide accumulator (f64 for floats, i64 for ints).
 fn sum_range<T: Native>(data: &[T], lanes: &Lanes, base: usize, s: usize, e: usize) -> f64 {
     if s < e && lanes.shape.len() == 1 && lanes.strides[0] == 1 {
-        return sum_slice(&data[base + s..base + e]);
+        return sum_dense(&data[base + s..base + e]);
     }
     let mut acc = 0.0f64;
     lanes.visit(data, base, s, e, |x| acc += x.to_f64());
     acc
-}
-
-/// Sum of a contiguous run with eight independent f64 accumulators: one
-/// chain of dependent adds would wait on each add's latency, eight let the
-/// compiler keep a vector register busy (and the partial sums are no less
-/// exact than one running sum).
-fn sum_slice<T: Native>(xs: &[T]) -> f64 {
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        // the same sum in the cpu's vector unit
-        return super::vmath::sum_f64(bytemuck::cast_slice(xs));
-    }
-    const W: usize = 8;
-    let mut acc = [0.0f64; W];
-    let chunks = xs.chunks_exact(W);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, x) in acc.iter_mut().zip(c) {
-            *a += x.to_f64();
-        }
-    }
-    let tail: f64 = rest.iter().map(|x| x.to_f64()).sum();
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
 }
 
 fn sum_lane<T: Native>(data: &[T], lanes: &Lanes, base: usize, s: usize, e: usize) -> T {
@@ -315,7 +293,7 @@ pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) ->
         let o: &mut [T] = out.buf.typed_mut();
         let rows = a_st == 1 && o_st == 1;
         let lane = |o: &mut [T], oo: usize, ao: usize| {
-            if rows && T::softmax_row(&x[ao..ao + n], &mut o[oo..oo + n], log) {
+            if rows && softmax_row(&x[ao..ao + n], &mut o[oo..oo + n], log) {
                 return;
             }
             let mut m = f64::NEG_INFINITY;

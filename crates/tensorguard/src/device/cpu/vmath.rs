@@ -3,10 +3,15 @@
 //! element, which keeps `exp`, `sigmoid` and `softmax` scalar (PyTorch uses
 //! SLEEF's vector `expf` for the same reason).
 
+use std::any::TypeId;
+
 use half::{bf16, f16};
+use num_traits::Float;
 use rayon::prelude::*;
 
+use super::iter::split_chunk;
 use crate::device::kernel::UnaryOp;
+use crate::dtype::Native;
 
 /// Defines `pub(crate) fn $name(args)` running `$body` compiled for the
 /// widest vector unit the cpu has: AVX-512F, else AVX2 with FMA, else the
@@ -76,7 +81,7 @@ widest_vectors! {
 widest_vectors! {
     /// `1 / (1 + e^-x)` by [`exp_f32`] over dense slices (see [`map_dense`]).
     fn sigmoid_slice(x: Option<&[f32]>, o: &mut [f32]) {
-        map_dense(x, o, |v| 1.0 / (1.0 + exp_f32(-v)))
+        map_dense(x, o, sigmoid::<f32>)
     }
 }
 
@@ -85,51 +90,52 @@ widest_vectors! {
 /// for waking the pool at a quarter of the memory-bound ops' threshold.
 const PAR_DENSE: usize = 1 << 16;
 
-/// Unary ops with a vector kernel over dense operands, per type.
-pub(crate) trait DenseUnary: Sized {
-    /// Computes `op` over dense slices (`o = op(x)`, or in place when `x`
-    /// is `None`) if this type has a vector kernel for it; returns false,
-    /// having written nothing, otherwise.
-    fn dense_unary(op: UnaryOp, x: Option<&[Self]>, o: &mut [Self]) -> bool;
+/// `xs` as f32 when `T` is f32 (the vector kernels are f32's; other
+/// types take the generic loops).
+#[inline]
+fn as_f32<T: Native>(xs: &[T]) -> Option<&[f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice(xs))
 }
 
-impl DenseUnary for f32 {
-    fn dense_unary(op: UnaryOp, x: Option<&[f32]>, o: &mut [f32]) -> bool {
-        let kernel: fn(Option<&[f32]>, &mut [f32]) = match op {
-            UnaryOp::Exp => exp_slice,
-            UnaryOp::Sigmoid => sigmoid_slice,
-            _ => return false,
-        };
-        let threads = rayon::current_num_threads();
-        if o.len() < PAR_DENSE || threads < 2 {
-            kernel(x, o);
-            return true;
-        }
-        let chunk = (o.len() / (threads * 4))
-            .max(PAR_DENSE / 2)
-            .next_multiple_of(64);
-        match x {
-            Some(x) => o
-                .par_chunks_mut(chunk)
-                .zip(x.par_chunks(chunk))
-                .for_each(|(o, x)| kernel(Some(x), o)),
-            None => o.par_chunks_mut(chunk).for_each(|o| kernel(None, o)),
-        }
-        true
+/// [`as_f32`], mutably.
+#[inline]
+fn as_f32_mut<T: Native>(xs: &mut [T]) -> Option<&mut [f32]> {
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| bytemuck::cast_slice_mut(xs))
+}
+
+/// Computes `op` over dense slices (`o = op(x)`, or in place when `x` is
+/// `None`) if `T` has a vector kernel for it, split over the pool from
+/// [`PAR_DENSE`] elements; returns false, having written nothing,
+/// otherwise.
+pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) -> bool {
+    let kernel: fn(Option<&[f32]>, &mut [f32]) = match op {
+        UnaryOp::Exp => exp_slice,
+        UnaryOp::Sigmoid => sigmoid_slice,
+        _ => return false,
+    };
+    let Some(o) = as_f32_mut(o) else {
+        return false;
+    };
+    let x = match x {
+        Some(x) => match as_f32(x) {
+            Some(x) => Some(x),
+            None => return false,
+        },
+        None => None,
+    };
+    let Some(chunk) = split_chunk(o.len(), PAR_DENSE) else {
+        kernel(x, o);
+        return true;
+    };
+    match x {
+        Some(x) => o
+            .par_chunks_mut(chunk)
+            .zip(x.par_chunks(chunk))
+            .for_each(|(o, x)| kernel(Some(x), o)),
+        None => o.par_chunks_mut(chunk).for_each(|o| kernel(None, o)),
     }
+    true
 }
-
-macro_rules! no_dense_kernel {
-    ($($t:ty),*) => {$(
-        impl DenseUnary for $t {
-            #[inline]
-            fn dense_unary(_: UnaryOp, _: Option<&[$t]>, _: &mut [$t]) -> bool {
-                false
-            }
-        }
-    )*};
-}
-no_dense_kernel!(f64, f16, bf16);
 
 /// `e^x` for f32, within 1 ulp of the correctly rounded result over the
 /// normal range (checked against f64 `exp` in the tests below), with libm's
@@ -179,6 +185,13 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// `1 / (1 + e^-x)` with [`VExp`]'s `exp`: the sigmoid of every cpu
+/// kernel, dense or strided.
+#[inline(always)]
+pub(crate) fn sigmoid<T: Float + VExp>(x: T) -> T {
+    T::one() / (T::one() + (-x).vexp())
+}
+
 /// The floating types' `exp` as the cpu kernels compute it: the vector
 /// [`exp_f32`] for f32 and the half types (through f32, as their `exp`
 /// always went), libm for f64.
@@ -215,20 +228,16 @@ impl VExp for bf16 {
     }
 }
 
-/// Softmax (or log-softmax, `log`) of one contiguous row into `o`, for the
-/// types that have a vector row kernel; returns false (and writes nothing)
-/// for the others, which take the generic strided lane.
-pub(crate) trait SoftmaxRow: Sized {
-    /// Writes the row's result into `o` (as long as `x`) if this type has
-    /// a row kernel.
-    fn softmax_row(x: &[Self], o: &mut [Self], log: bool) -> bool;
-}
-
-impl SoftmaxRow for f32 {
-    #[inline]
-    fn softmax_row(x: &[f32], o: &mut [f32], log: bool) -> bool {
-        softmax_row_f32(x, o, log);
-        true
+/// Softmax (or log-softmax, `log`) of one contiguous row into `o` (as
+/// long as `x`) if `T` has a vector row kernel; returns false (and writes
+/// nothing) otherwise, and the caller takes the generic strided lane.
+pub(crate) fn softmax_row<T: Native>(x: &[T], o: &mut [T], log: bool) -> bool {
+    match (as_f32(x), as_f32_mut(o)) {
+        (Some(x), Some(o)) => {
+            softmax_row_f32(x, o, log);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -238,18 +247,6 @@ widest_vectors! {
         softmax_row_body(x, o, log)
     }
 }
-
-macro_rules! no_row_kernel {
-    ($($t:ty),*) => {$(
-        impl SoftmaxRow for $t {
-            #[inline]
-            fn softmax_row(_: &[$t], _: &mut [$t], _: bool) -> bool {
-                false
-            }
-        }
-    )*};
-}
-no_row_kernel!(f64, f16, bf16);
 
 /// Softmax of one f32 row, as PyTorch's vectorised cpu kernel computes it:
 /// the row's maximum (NaN ignored here, then propagated by the sum), then
@@ -275,7 +272,7 @@ fn softmax_row_body(x: &[f32], o: &mut [f32], log: bool) {
     for (y, &v) in o.iter_mut().zip(x) {
         *y = exp_f32(v - m);
     }
-    let s = sum_f64(o);
+    let s = sum_partials(o);
     if log {
         let ls = s.ln() as f32;
         for (y, &v) in o.iter_mut().zip(x) {
@@ -289,22 +286,38 @@ fn softmax_row_body(x: &[f32], o: &mut [f32], log: bool) {
     }
 }
 
-widest_vectors! {
-    /// Sum of f32 values in f64 with eight independent partial sums (one
-    /// chain of dependent adds would wait on each add's latency), in the
-    /// cpu's vector unit: the sum of a contiguous f32 run.
-    fn sum_f64(xs: &[f32]) -> f64 {
-        const W: usize = 8;
-        let mut acc = [0.0f64; W];
-        let chunks = xs.chunks_exact(W);
-        let rest = chunks.remainder();
-        for c in chunks {
-            for (a, &x) in acc.iter_mut().zip(c) {
-                *a += x as f64;
-            }
+/// Sum in f64 with eight independent partial sums: one chain of
+/// dependent adds would wait on each add's latency, eight keep a vector
+/// register busy (and are no less exact than one running sum). The sum
+/// of every contiguous run of the cpu's reductions.
+#[inline(always)]
+pub(crate) fn sum_partials<T: Native>(xs: &[T]) -> f64 {
+    const W: usize = 8;
+    let mut acc = [0.0f64; W];
+    let chunks = xs.chunks_exact(W);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += x.to_f64();
         }
-        let tail: f64 = rest.iter().map(|&x| x as f64).sum();
-        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
+    }
+    let tail: f64 = rest.iter().map(|x| x.to_f64()).sum();
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail
+}
+
+widest_vectors! {
+    /// [`sum_partials`] of f32 compiled for the cpu's vector unit (the
+    /// baseline build converts f32 to f64 two at a time).
+    fn sum_f32(xs: &[f32]) -> f64 {
+        sum_partials(xs)
+    }
+}
+
+/// [`sum_partials`], in the cpu's vector unit for f32.
+pub(crate) fn sum_dense<T: Native>(xs: &[T]) -> f64 {
+    match as_f32(xs) {
+        Some(xs) => sum_f32(xs),
+        None => sum_partials(xs),
     }
 }
 
@@ -444,7 +457,7 @@ mod tests {
         let d = |v: f32| (v - m) as f64;
         let s: f64 = x.iter().map(|&v| d(v).exp()).sum();
         let mut o = vec![0.0f32; x.len()];
-        assert!(f32::softmax_row(&x, &mut o, false));
+        assert!(softmax_row(&x, &mut o, false));
         for (&v, &y) in x.iter().zip(&o) {
             let want = d(v).exp() / s;
             assert!(
@@ -452,7 +465,7 @@ mod tests {
                 "{y:e} vs {want:e}"
             );
         }
-        assert!(f32::softmax_row(&x, &mut o, true));
+        assert!(softmax_row(&x, &mut o, true));
         for (&v, &y) in x.iter().zip(&o) {
             let want = d(v) - s.ln();
             assert!(
@@ -460,22 +473,22 @@ mod tests {
                 "{y} vs {want}"
             );
         }
-        assert!(!f64::softmax_row(&[1.0], &mut [0.0], false));
+        assert!(!softmax_row::<f64>(&[1.0], &mut [0.0], false));
     }
 
     #[test]
     fn softmax_row_propagates_nan_and_infinities_as_pytorch() {
         let mut o = [0.0f32; 3];
-        f32::softmax_row(&[1.0, f32::NAN, 2.0], &mut o, false);
+        softmax_row(&[1.0, f32::NAN, 2.0], &mut o, false);
         assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
-        f32::softmax_row(&[1.0, f32::INFINITY, 2.0], &mut o, true);
+        softmax_row(&[1.0, f32::INFINITY, 2.0], &mut o, true);
         assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
-        f32::softmax_row(&[f32::NEG_INFINITY; 3], &mut o, false);
+        softmax_row(&[f32::NEG_INFINITY; 3], &mut o, false);
         assert!(o.iter().all(|v| v.is_nan()), "{o:?}");
         // -inf among finite values is an exact 0 (and -inf in log space)
-        f32::softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, false);
+        softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, false);
         assert_eq!(o, [0.5, 0.0, 0.5]);
-        f32::softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, true);
+        softmax_row(&[0.0, f32::NEG_INFINITY, 0.0], &mut o, true);
         assert_eq!(o[1], f32::NEG_INFINITY);
     }
 }
