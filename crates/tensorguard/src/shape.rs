@@ -397,6 +397,94 @@ impl Layout {
         }
     }
 
+    /// The layout PyTorch gives the output of an elementwise op over
+    /// `operands` broadcast to `shape` (TensorIterator's dimension order):
+    /// dense, with its dims in memory in the order of the operands' strides.
+    /// Contiguous when every operand is; `exp` of a transposed matrix is a
+    /// transposed matrix (strides `(1, n)`), so that the op reads and writes
+    /// memory in order. The first operand that orders two dims decides;
+    /// broadcast dims (stride 0) order nothing; equal strides put the
+    /// smaller dim inside.
+    pub fn dense_like(shape: &[usize], operands: &[&Layout]) -> Layout {
+        let nd = shape.len();
+        if nd < 2 || operands.iter().all(|l| l.is_contiguous()) {
+            return Layout::contiguous(shape);
+        }
+        let strides: SmallVec<[Dims; 3]> = operands
+            .iter()
+            .map(|l| l.broadcast_strides(shape))
+            .collect();
+        // -1: keep d0 outside d1; 1: swap; 0: no operand decides
+        let order = |d0: usize, d1: usize| -> i8 {
+            for st in &strides {
+                let (s0, s1) = (st[d0], st[d1]);
+                if s0 == 0 || s1 == 0 {
+                    continue;
+                }
+                if s0 != s1 {
+                    return if s0 < s1 { -1 } else { 1 };
+                }
+                if shape[d0] > shape[d1] {
+                    return 1;
+                }
+            }
+            0
+        };
+        // perm[0] is the innermost dim; insertion sort that leaves
+        // undecided pairs where they are
+        let mut perm: Dims = (0..nd).rev().collect();
+        for i in 1..nd {
+            let mut d1 = i;
+            for d0 in (0..i).rev() {
+                match order(perm[d0], perm[d1]) {
+                    1 => {
+                        perm.swap(d0, d1);
+                        d1 = d0;
+                    }
+                    -1 => break,
+                    _ => {}
+                }
+            }
+        }
+        let mut out_strides: Dims = smallvec::smallvec![0; nd];
+        let mut next = 1usize;
+        for &d in &perm {
+            out_strides[d] = next;
+            next *= shape[d].max(1);
+        }
+        Layout {
+            shape: shape.iter().copied().collect(),
+            strides: out_strides,
+            offset: 0,
+        }
+    }
+
+    /// The dims of this layout from the outermost in memory to the
+    /// innermost (stable: dims of equal stride keep their order), or None
+    /// when that is already their order (every contiguous layout).
+    pub fn memory_order(&self) -> Option<Dims> {
+        let st = &self.strides;
+        let sorted = st
+            .iter()
+            .zip(&self.shape)
+            .filter(|(_, &n)| n != 1)
+            .map(|(&s, _)| s)
+            .is_sorted_by(|a, b| a >= b);
+        if sorted {
+            return None;
+        }
+        let mut perm: Dims = (0..st.len()).collect();
+        // size-1 dims sort outside: they are dropped by coalescing anyway
+        perm.sort_by_key(|&d| {
+            std::cmp::Reverse(if self.shape[d] == 1 {
+                usize::MAX
+            } else {
+                st[d]
+            })
+        });
+        Some(perm)
+    }
+
     pub fn permuted(&self, perm: &[usize]) -> Layout {
         Layout {
             shape: perm.iter().map(|&p| self.shape[p]).collect(),
@@ -523,6 +611,50 @@ mod tests {
             strides: strides.into(),
             offset: 0,
         }
+    }
+
+    /// The strides PyTorch 2.15 gives these outputs (`torch.exp(a.t())`,
+    /// `a.t() + b`, ...), printed by `tensor.stride()`.
+    #[test]
+    fn dense_like_follows_pytorch() {
+        let t = l(&[4, 3], &[1, 4]); // a 3x4 matrix transposed
+        let c = l(&[4, 3], &[3, 1]);
+        let strides =
+            |shape: &[usize], ops: &[&Layout]| Layout::dense_like(shape, ops).strides.to_vec();
+        assert_eq!(strides(&[4, 3], &[&t]), vec![1, 4]);
+        assert_eq!(strides(&[4, 3], &[&t, &c]), vec![1, 4]);
+        assert_eq!(strides(&[4, 3], &[&c, &t]), vec![3, 1]);
+        // a broadcast row orders nothing: the transposed operand decides
+        assert_eq!(strides(&[4, 3], &[&t, &l(&[3], &[1])]), vec![1, 4]);
+        assert_eq!(strides(&[4, 3], &[&l(&[3], &[1]), &t]), vec![1, 4]);
+        // permute(2, 0, 1) of a contiguous [2, 3, 4]
+        assert_eq!(
+            strides(&[4, 2, 3], &[&l(&[4, 2, 3], &[1, 12, 4])]),
+            vec![1, 12, 4]
+        );
+        // a strided slice keeps row-major order: contiguous
+        assert_eq!(strides(&[3, 2], &[&l(&[3, 2], &[4, 2])]), vec![2, 1]);
+        // every operand contiguous: contiguous
+        assert_eq!(strides(&[4, 3], &[&c, &l(&[3], &[1])]), vec![3, 1]);
+        let d = Layout::dense_like(&[4, 3], &[&t]);
+        assert!(d.is_non_overlapping_and_dense() && !d.is_contiguous());
+    }
+
+    #[test]
+    fn memory_order_sorts_dims_outermost_first() {
+        assert_eq!(l(&[4, 3], &[3, 1]).memory_order(), None);
+        assert_eq!(
+            l(&[4, 3], &[1, 4]).memory_order().map(|p| p.to_vec()),
+            Some(vec![1, 0])
+        );
+        assert_eq!(
+            l(&[4, 2, 3], &[1, 12, 4])
+                .memory_order()
+                .map(|p| p.to_vec()),
+            Some(vec![1, 2, 0])
+        );
+        // size-1 dims do not count
+        assert_eq!(l(&[1, 4], &[1, 1]).memory_order(), None);
     }
 
     #[test]

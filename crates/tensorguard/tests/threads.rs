@@ -1,7 +1,8 @@
 //! Threads: `Tensor` is `Send + Sync`, every in-place op is atomic (no lost
 //! updates), ops that lock two storages in opposite orders never deadlock,
 //! and a mixed stress test through views and aliases ends at an exactly
-//! computable state. Each test is written once and run on every device
+//! computable state; kernels split over the pool give the same bits as on
+//! one thread. Each test is written once and run on every device
 //! (`test_device!`): on an asynchronous device the ops of all threads queue
 //! on one stream and the same exact results must come out.
 
@@ -396,5 +397,45 @@ fn readers_never_see_a_half_written_tensor(dev: &Device) -> Result<()> {
     assert!(seen.iter().all(|&x| x == 0.0 || x == 1.0 || x == 2.0));
     assert_eq!(t.to_vec::<f32>()?, vec![2.0; 4096]);
     assert_eq!(t.version(), 500);
+    Ok(())
+}
+
+common::test_device!(
+    reductions_split_by_elements_read_match_one_lane,
+    reductions_split_by_elements_read_match_one_lane_cpu,
+    reductions_split_by_elements_read_match_one_lane_emu,
+    reductions_split_by_elements_read_match_one_lane_cuda
+);
+/// A reduction splits its outputs over the pool by the elements it reads:
+/// three sums of 300,000 elements run on three threads' chunks. Each must be
+/// the very bits of the same row reduced alone (one output: no split).
+fn reductions_split_by_elements_read_match_one_lane(dev: &Device) -> Result<()> {
+    let (rows, cols) = (3usize, 300_000usize);
+    // a bump around element 450,000 (row 1): exp(-(i/1000 - 450)^2)
+    let t = Tensor::arange(0, (rows * cols) as i64, dev)?
+        .to_dtype(DType::F32)?
+        .mul(1e-3)?
+        .sub(450.0)?;
+    let x = t.mul(&t)?.neg()?.exp()?.view([rows, cols])?;
+    let sums = x.sum_dim([-1], false)?.to_vec::<f32>()?;
+    let maxes = x.amax([-1], false)?.to_vec::<f32>()?;
+    let args = x.argmax_dim(-1, false)?.to_vec::<i64>()?;
+    // down the columns: 300,000 outputs of 3 elements each
+    let col_sums = x.sum_dim([0], false)?.to_vec::<f32>()?;
+    for r in 0..rows {
+        let row = x.narrow(0, r as isize, 1)?;
+        assert_eq!(
+            sums[r].to_bits(),
+            row.sum()?.item::<f32>()?.to_bits(),
+            "row {r}"
+        );
+        assert_eq!(maxes[r], row.max()?.item::<f32>()?);
+        assert_eq!(args[r], row.argmax()?.item::<i64>()?);
+    }
+    let v = x.to_vec::<f32>()?;
+    for c in [0, 1, cols / 2, cols - 1] {
+        let want = (0..rows).map(|r| v[r * cols + c] as f64).sum::<f64>() as f32;
+        assert_eq!(col_sums[c], want, "column {c}");
+    }
     Ok(())
 }

@@ -569,3 +569,84 @@ fn views_keep_storage_alive_after_base_drop(dev: &Device) -> Result<()> {
     assert_eq!(v.to_vec::<f32>()?, vec![24.0, 26.0, 28.0, 30.0]);
     Ok(())
 }
+
+test_device!(
+    elementwise_outputs_keep_the_inputs_memory_order,
+    elementwise_outputs_keep_the_inputs_memory_order_cpu,
+    elementwise_outputs_keep_the_inputs_memory_order_emu,
+    elementwise_outputs_keep_the_inputs_memory_order_cuda
+);
+/// PyTorch's rule (TensorIterator): the output of an elementwise op is
+/// dense in the memory order of its inputs, the first input that orders two
+/// dims deciding. Strides as PyTorch 2.15 prints them for a 3x4 `a`.
+fn elementwise_outputs_keep_the_inputs_memory_order(dev: &Device) -> Result<()> {
+    let a = Tensor::arange(0, 12, dev)?
+        .to_dtype(DType::F32)?
+        .view([3, 4])?;
+    let at = a.t()?;
+    let b = Tensor::ones([4, 3], DType::F32, dev)?;
+    let want: Vec<f32> = at.contiguous()?.to_vec()?;
+    let e = at.exp()?;
+    assert_eq!(e.stride(), &[1, 4]);
+    assert!(!e.is_contiguous());
+    assert_eq!(e.to_vec::<f32>()?, at.contiguous()?.exp()?.to_vec::<f32>()?);
+    let s = at.add(&b)?;
+    assert_eq!(s.stride(), &[1, 4]);
+    assert_eq!(
+        s.to_vec::<f32>()?,
+        want.iter().map(|v| v + 1.0).collect::<Vec<_>>()
+    );
+    assert_eq!(b.add(&at)?.stride(), &[3, 1]);
+    assert_eq!(at.add(1.0)?.stride(), &[1, 4]);
+    assert_eq!(at.relu()?.stride(), &[1, 4]);
+    assert_eq!(at.gt(0.0)?.stride(), &[1, 4]);
+    assert_eq!(at.clamp_min(0.0)?.stride(), &[1, 4]);
+    let d = at.to_dtype(DType::F64)?;
+    assert_eq!(d.stride(), &[1, 4]);
+    assert_eq!(
+        d.to_vec::<f64>()?,
+        want.iter().map(|&v| v as f64).collect::<Vec<_>>()
+    );
+    // `where` with a contiguous condition: the condition decides
+    let cond = b.gt(0.0)?;
+    assert_eq!(Tensor::where_cond(&cond, &at, &at)?.stride(), &[3, 1]);
+    assert_eq!(
+        Tensor::where_cond(&at.gt(0.0)?, &at, 0.0)?.stride(),
+        &[1, 4]
+    );
+    // a permuted 3-d tensor, and a strided slice (row-major: contiguous)
+    let p = base24(dev)?.permute([2, 0, 1])?;
+    let pe = p.neg()?;
+    assert_eq!(pe.stride(), &[1, 12, 4]);
+    assert_eq!(
+        pe.contiguous()?.to_vec::<f32>()?,
+        p.contiguous()?.neg()?.to_vec::<f32>()?
+    );
+    assert!(a.slice_step(1, .., 2)?.exp()?.is_contiguous());
+    // views of the result follow PyTorch too: a transposed result views
+    // back as the original matrix
+    assert_eq!(e.t()?.stride(), &[4, 1]);
+    assert!(e.view([12]).is_err());
+    Ok(())
+}
+
+test_device!(
+    clone_keeps_memory_order_contiguous_does_not,
+    clone_keeps_memory_order_contiguous_does_not_cpu,
+    clone_keeps_memory_order_contiguous_does_not_emu,
+    clone_keeps_memory_order_contiguous_does_not_cuda
+);
+/// `clone` is PyTorch's `preserve_format`; `contiguous` is row-major.
+fn clone_keeps_memory_order_contiguous_does_not(dev: &Device) -> Result<()> {
+    let at = base24(dev)?.view([6, 4])?.t()?;
+    let c = at.clone()?;
+    assert_eq!(c.stride(), &[1, 4]);
+    assert!(!c.shares_storage(&at));
+    assert_eq!(
+        c.contiguous()?.to_vec::<f32>()?,
+        at.contiguous()?.to_vec::<f32>()?
+    );
+    let k = at.contiguous()?;
+    assert_eq!(k.stride(), &[6, 1]);
+    Ok(())
+}

@@ -73,7 +73,7 @@ fn notes(report: &CompareReport) -> Vec<String> {
             l.gemm_peak_size,
             l.gemm_peak_size
         ),
-        "`_t`: both inputs transposed views of square matrices; clone_t: PyTorch's and candle's clone keep the transposed strides (a straight copy), tensorguard's makes a contiguous (transposing) copy; candle's empty is its unsafe Tensor::empty.".to_string(),
+        "`_t`: both inputs transposed views of square matrices; clone_t: every framework's clone keeps the transposed strides (a straight copy; PyTorch's preserve_format), contiguous_t transposes; candle's empty is its unsafe Tensor::empty.".to_string(),
     ];
     if report.quick {
         v.push("--quick: a smoke run (one round, milliseconds per workload, small limit measurements); its figures are not worth comparing.".into());

@@ -12,8 +12,10 @@ use crate::shape::broadcast_shapes;
 use crate::tensor::Tensor;
 
 impl Tensor {
-    /// A deep, independent copy (PyTorch's `clone()`): new storage, a
-    /// contiguous layout, version 0. Writes to the copy never reach `self`.
+    /// A deep, independent copy (PyTorch's `clone()`): new storage,
+    /// version 0, and the memory order of `self` (a transposed matrix
+    /// clones to a transposed matrix, as PyTorch's `preserve_format`; use
+    /// [`contiguous`](Tensor::contiguous) for row-major). Writes to the copy never reach `self`.
     /// For a second handle to the same tensor use [`alias`](Tensor::alias).
     ///
     /// ```
@@ -37,7 +39,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.alias());
         }
-        self.copy_to(self.dtype(), Location::caller())
+        self.copy_with(self.dtype(), true, Location::caller())
     }
 
     /// Cast to `dtype` (an alias when it already has that dtype). Floats cast
@@ -57,8 +59,25 @@ impl Tensor {
         self.copy_to(dtype, Location::caller())
     }
 
+    /// A copy in `dtype` with the memory order of `self` (`clone`,
+    /// `to_dtype`, autocast's casts).
     pub(crate) fn copy_to(&self, dtype: DType, site: &'static Location<'static>) -> Result<Tensor> {
-        let out = Tensor::uninit(self.shape(), dtype, &self.device(), site)?;
+        self.copy_with(dtype, false, site)
+    }
+
+    /// A copy in `dtype`, row-major when `contiguous`, otherwise in the
+    /// memory order of `self` ([`Tensor::uninit_like`]).
+    fn copy_with(
+        &self,
+        dtype: DType,
+        contiguous: bool,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        let out = if contiguous {
+            Tensor::uninit(self.shape(), dtype, &self.device(), site)?
+        } else {
+            Tensor::uninit_like(self.shape(), dtype, &self.device(), &[self], site)?
+        };
         launch(
             &Kernel::Copy,
             &[Out { t: &out, dtype }],

@@ -108,7 +108,12 @@ pub(crate) fn binary(
         check_inplace_target(name, a, produced, &shape, &others)?;
         a.alias()
     } else {
-        Tensor::uninit(&shape, produced, &a.device(), site)?
+        match b {
+            Operand::Tensor(t) => {
+                Tensor::uninit_like(&shape, produced, &a.device(), &[a, t], site)?
+            }
+            Operand::Scalar(_) => Tensor::uninit_like(&shape, produced, &a.device(), &[a], site)?,
+        }
     };
     let b_tensor: Option<&Tensor> = match b {
         Operand::Tensor(t) => Some(t),
@@ -210,7 +215,7 @@ pub(crate) fn unary(
         check_inplace_target(name, a, compute, a.shape(), &[])?;
         a.alias()
     } else {
-        Tensor::uninit(a.shape(), compute, &a.device(), site)?
+        Tensor::uninit_like(a.shape(), compute, &a.device(), &[a], site)?
     };
     let before = if inplace {
         autograd::inplace_begin(
@@ -263,7 +268,7 @@ fn clamp_impl(
         check_inplace_target("clamp", a, compute, a.shape(), &[])?;
         a.alias()
     } else {
-        Tensor::uninit(a.shape(), compute, &a.device(), site)?
+        Tensor::uninit_like(a.shape(), compute, &a.device(), &[a], site)?
     };
     let before = if inplace {
         autograd::inplace_begin("clamp_", a, &[], site, true)?
@@ -447,7 +452,7 @@ impl Tensor {
         check_device("where", cond, &[("x", xt), ("y", yt)], site)?;
         let shape = broadcast_shapes("where", cond.shape(), xt.shape())?;
         let shape = broadcast_shapes("where", &shape, yt.shape())?;
-        let out = Tensor::uninit(&shape, dtype, &dev, site)?;
+        let out = Tensor::uninit_like(&shape, dtype, &dev, &[cond, xt, yt], site)?;
         launch(
             &Kernel::Where,
             &[Out { t: &out, dtype }],

@@ -121,6 +121,24 @@ impl Tensor {
         Ok(Tensor::from_parts(storage, layout, dtype, false))
     }
 
+    /// [`uninit`](Tensor::uninit) for the output of an elementwise op over
+    /// `operands`: dense, in their memory order ([`Layout::dense_like`],
+    /// PyTorch's rule), so `exp` of a transposed matrix is transposed.
+    pub(crate) fn uninit_like(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        operands: &[&Tensor],
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
+        let bytes = Tensor::bytes_for(shape, dtype)?;
+        let layouts: smallvec::SmallVec<[&Layout; 3]> =
+            operands.iter().map(|t| t.layout()).collect();
+        let layout = Layout::dense_like(shape, &layouts);
+        let storage = Arc::new(Storage::new(device, bytes, site)?);
+        Ok(Tensor::from_parts(storage, layout, dtype, false))
+    }
+
     pub(crate) fn layout(&self) -> &Layout {
         &self.0.layout
     }

@@ -18,7 +18,7 @@ pub(crate) fn copy(out: &mut KOut<'_>, src: &KIn<'_>) {
             let o: &mut [O] = out.buf.typed_mut();
             let i: &[I] = src.buf.typed();
             if to_bool {
-                map1(o, out.layout, i, src.layout, |x: I| O::from_i64((x != I::zero()) as i64));
+                map1(o, out.layout, (i, src.layout), PAR_MIN, |x: I| O::from_i64((x != I::zero()) as i64));
             } else {
                 copy_typed::<O, I>(o, out.layout, i, src.layout);
             }
@@ -53,7 +53,7 @@ fn copy_typed<O: Native, I: Native>(o: &mut [O], ol: &Layout, i: &[I], il: &Layo
         transpose_blocked(o, ol.offset, i, il.offset, shape[0], shape[1], is[1]);
         return;
     }
-    map1(o, ol, i, il, O::cast::<I>);
+    map1(o, ol, (i, il), PAR_MIN, O::cast::<I>);
 }
 
 /// out[r][c] = in[r + c * in_col_stride] for a contiguous out of `rows` x
@@ -114,7 +114,7 @@ pub(crate) fn fill(out: &mut KOut<'_>, value: Scalar) {
             }
         } else {
             let zero = Layout { shape: layout.shape.clone(), strides: smallvec::smallvec![0; layout.ndim()], offset: 0 };
-            map1(o, layout, &[v], &zero, |x: O| x);
+            map1(o, layout, (&[v], &zero), PAR_MIN, |x: O| x);
         }
     })
 }

@@ -4,7 +4,7 @@ use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 use num_traits::Float;
 
-use super::iter::{map1, map1_self, map2, map2_self, map3};
+use super::iter::{map1, map1_self, map2, map2_self, map3, PAR_HEAVY, PAR_MIN};
 use super::vmath::{dense_unary, sigmoid, VExp};
 use crate::device::kernel::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::dtype::{with_native, DType, Native, Scalar};
@@ -157,28 +157,40 @@ macro_rules! with_arith {
 }
 pub(crate) use with_arith;
 
-/// out = f(a), or out = f(out) when `a` is None (the op's input is its output).
-fn un<T: Native>(o: &mut [T], ol: &Layout, a: Option<(&[T], &Layout)>, f: impl Fn(T) -> T + Sync) {
+/// out = f(a), or out = f(out) when `a` is None (the op's input is its
+/// output), split over the pool from `min` elements.
+fn un<T: Native>(
+    o: &mut [T],
+    ol: &Layout,
+    a: Option<(&[T], &Layout)>,
+    min: usize,
+    f: impl Fn(T) -> T + Sync,
+) {
     match a {
-        Some((x, l)) => map1(o, ol, x, l, f),
-        None => map1_self(o, ol, f),
+        Some(x) => map1(o, ol, x, min, f),
+        None => map1_self(o, ol, min, f),
     }
 }
 
-/// The operands of a unary op as plain slices when both are contiguous
-/// with the output's shape (the input `None` when the op is in place), for
-/// the vector kernels of `vmath`.
+/// The operands of a unary op as plain slices when the output is dense
+/// (contiguous, or a permutation of contiguous: the transposed result of a
+/// transposed input) and the input has its shape and memory order (the
+/// input `None` when the op is in place), for the vector kernels of `vmath`.
 fn dense<'a, T>(
     o: &'a mut [T],
     ol: &Layout,
     a: Option<(&'a [T], &Layout)>,
 ) -> Option<(Option<&'a [T]>, &'a mut [T])> {
     let n = ol.numel();
-    if !ol.is_contiguous() {
+    let contiguous = ol.is_contiguous();
+    if !contiguous && !ol.is_non_overlapping_and_dense() {
         return None;
     }
     let x = match a {
-        Some((x, xl)) if xl.is_contiguous() && xl.shape == ol.shape => {
+        Some((x, xl))
+            if xl.shape == ol.shape
+                && (xl.strides == ol.strides || contiguous && xl.is_contiguous()) =>
+        {
             Some(x.get(xl.offset..xl.offset + n)?)
         }
         Some(_) => return None,
@@ -221,11 +233,11 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
                 }
             }
             match op {
-                UnaryOp::Exp => un(o, ol, x, |v: T| v.vexp()),
-                UnaryOp::Log => un(o, ol, x, |v: T| v.ln()),
-                UnaryOp::Sqrt => un(o, ol, x, |v: T| v.sqrt()),
-                UnaryOp::Sigmoid => un(o, ol, x, sigmoid::<T>),
-                UnaryOp::Tanh => un(o, ol, x, |v: T| v.tanh()),
+                UnaryOp::Exp => un(o, ol, x, PAR_HEAVY, |v: T| v.vexp()),
+                UnaryOp::Log => un(o, ol, x, PAR_HEAVY, |v: T| v.ln()),
+                UnaryOp::Sqrt => un(o, ol, x, PAR_HEAVY, |v: T| v.sqrt()),
+                UnaryOp::Sigmoid => un(o, ol, x, PAR_HEAVY, sigmoid::<T>),
+                UnaryOp::Tanh => un(o, ol, x, PAR_HEAVY, |v: T| v.tanh()),
                 _ => {}
             }
             Ok(())
@@ -236,13 +248,13 @@ pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Res
         let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let zero = T::zero();
         match op {
-            UnaryOp::Neg => un(o, ol, x, |v: T| Arith::neg(v)),
-            UnaryOp::Abs => un(o, ol, x, |v: T| Arith::abs(v)),
+            UnaryOp::Neg => un(o, ol, x, PAR_MIN, |v: T| Arith::neg(v)),
+            UnaryOp::Abs => un(o, ol, x, PAR_MIN, |v: T| Arith::abs(v)),
             // NaN and -0.0 stay as they are, as in PyTorch. Written as a
             // select on `v < 0` over a copied zero (`move`) so that it
             // compiles to a branch-free vector loop: a branch on the sign
             // of random data mispredicts half the time.
-            UnaryOp::Relu => un(o, ol, x, move |v: T| if v < zero { zero } else { v }),
+            UnaryOp::Relu => un(o, ol, x, PAR_MIN, move |v: T| if v < zero { zero } else { v }),
             _ => {}
         }
         Ok(())
@@ -335,14 +347,15 @@ pub(crate) fn binary_scalar(
     with_arith!(dt, T => {
         let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
         let sv: T = s.to_native();
+        let min = if op == BinaryOp::Pow { PAR_HEAVY } else { PAR_MIN };
         if op.is_comparison() {
             let o: &mut [u8] = out.buf.typed_mut();
-            let (x, xl) = x.ok_or_else(missing)?;
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, xl, move |v: T| f(sv, v)) } else { map1(o, &ol, x, xl, move |v: T| f(v, sv)) } }} }
+            let x = x.ok_or_else(missing)?;
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { map1(o, &ol, x, min, move |v: T| f(sv, v)) } else { map1(o, &ol, x, min, move |v: T| f(v, sv)) } }} }
             binary_body!(op, T, apply);
         } else {
             let o: &mut [T] = out.buf.typed_mut();
-            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { un(o, &ol, x, move |v: T| f(sv, v)) } else { un(o, &ol, x, move |v: T| f(v, sv)) } }} }
+            macro_rules! apply { ($f:expr) => {{ let f = $f; if reversed { un(o, &ol, x, min, move |v: T| f(sv, v)) } else { un(o, &ol, x, min, move |v: T| f(v, sv)) } }} }
             binary_body_arith!(op, T, apply);
         }
         Ok(())
@@ -361,7 +374,7 @@ pub(crate) fn clamp(
         let o: &mut [T] = out.buf.typed_mut();
         let lo: Option<T> = min.map(|s| s.to_native());
         let hi: Option<T> = max.map(|s| s.to_native());
-        un(o, ol, x, move |v: T| {
+        un(o, ol, x, PAR_MIN, move |v: T| {
             let v = match lo { Some(l) if v < l => l, _ => v };
             match hi { Some(h) if v > h => h, _ => v }
         });

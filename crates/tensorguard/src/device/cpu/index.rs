@@ -2,7 +2,7 @@
 
 use super::copy::copy;
 use super::elementwise::{with_arith, Arith};
-use super::iter::{drive, gather_strided};
+use super::iter::{drive, gather_strided, PAR_MIN};
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::DType;
 use crate::dtype::{with_native, Native};
@@ -44,7 +44,7 @@ fn take<T: Native>(
     let x: &[T] = src.buf.typed();
     let ix: &[i64] = idx.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
-    drive(o, [ol, src_l, idx_l], |o, ob, offs, len, inner| {
+    drive(o, [ol, src_l, idx_l], PAR_MIN, |o, ob, offs, len, inner| {
         for i in 0..len {
             let j = ix[offs[2] + i * inner[2]] as usize;
             o[offs[0] - ob + i * inner[0]] = x[offs[1] + i * inner[1] + j * sdim];

@@ -13,9 +13,15 @@ use crate::shape::Layout;
 /// step: at 2^15 a 64K-element `add` took 26 us split against 6.5 us on
 /// one thread (PyTorch 4-8 us), on 2 cores; at 2^18 (1 MiB of f32) the
 /// memory-bound ops split only where their traffic leaves the caches.
-/// Kernels with more work per element split earlier (`vmath`'s
-/// `PAR_DENSE`).
+/// Kernels with more work per element split earlier ([`PAR_HEAVY`]), and
+/// reductions by the elements they read, not the ones they write.
 pub(crate) const PAR_MIN: usize = 1 << 18;
+
+/// [`PAR_MIN`] for kernels that spend a few dozen instructions on each
+/// element (exp, log, tanh, sigmoid, pow): their split pays for waking the
+/// pool at a quarter of the memory-bound ops' size, whether the operands
+/// are dense (`vmath`'s vector kernels) or strided (`drive`).
+pub(crate) const PAR_HEAVY: usize = 1 << 16;
 
 /// Visit the row-major positions `start..end` of `shape` in runs along the
 /// last dim: `f(offsets, len, inner_strides)` per run, one offset per operand.
@@ -74,18 +80,32 @@ pub(crate) fn for_each_run<const N: usize>(
 }
 
 /// The chunk size to split `numel` elements over the pool by (about four
-/// chunks a thread, at least half of `min`, a multiple of 64), or `None`
+/// chunks a thread, at least half of `min`, a multiple of 64 unless
+/// smaller: a reduction's few outputs may each read a long lane), or `None`
 /// when they stay on the calling thread (fewer than `min`, or one thread).
 pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
     let threads = rayon::current_num_threads();
-    (numel >= min && threads > 1).then(|| (numel / (threads * 4)).max(min / 2).next_multiple_of(64))
+    (numel >= min.max(2) && threads > 1).then(|| {
+        let c = (numel / (threads * 4)).max(min / 2).max(1);
+        if c >= 64 {
+            c.next_multiple_of(64)
+        } else {
+            c
+        }
+    })
 }
 
 /// Drive an elementwise kernel over `layouts` (the output first, all with
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
-/// `out[offsets[0] - out_base ..]` for one run.
-pub(crate) fn drive<O: Send, const N: usize, F>(out: &mut [O], layouts: [&Layout; N], body: F)
-where
+/// `out[offsets[0] - out_base ..]` for one run. The output's elements are
+/// split over the pool from `min` of them ([`PAR_MIN`], [`PAR_HEAVY`], or
+/// less for a reduction whose every output element reads a whole lane).
+pub(crate) fn drive<O: Send, const N: usize, F>(
+    out: &mut [O],
+    layouts: [&Layout; N],
+    min: usize,
+    body: F,
+) where
     F: Fn(&mut [O], usize, [usize; N], usize, [usize; N]) + Sync,
 {
     let ol = layouts[0];
@@ -104,11 +124,25 @@ where
         );
         return;
     }
+    // visit in the output's memory order (a transposed output, as
+    // `Layout::dense_like` makes for transposed inputs, is then written in
+    // order and coalesces like a contiguous one); elementwise kernels
+    // write each output element once, in any order
+    let permuted: Option<[Layout; N]> = ol
+        .memory_order()
+        .map(|p| std::array::from_fn(|k| layouts[k].permuted(&p)));
+    let layouts: [&Layout; N] = match &permuted {
+        Some(p) => std::array::from_fn(|k| &p[k]),
+        None => layouts,
+    };
+    let ol = layouts[0];
     let strides: [&[usize]; N] = std::array::from_fn(|k| &layouts[k].strides[..]);
     let (shape, cstrides) = Layout::coalesce(&ol.shape, strides);
     let base: [usize; N] = std::array::from_fn(|k| layouts[k].offset);
     let cref: [&[usize]; N] = std::array::from_fn(|k| &cstrides[k][..]);
-    if let Some(chunk) = split_chunk(numel, PAR_MIN).filter(|_| ol.is_contiguous()) {
+    // row-major positions are memory positions when the (reordered)
+    // output is contiguous: split it by memory chunks
+    if let Some(chunk) = split_chunk(numel, min).filter(|_| ol.is_contiguous()) {
         let o = &mut out[base[0]..base[0] + numel];
         o.par_chunks_mut(chunk).enumerate().for_each(|(ci, oc)| {
             let start = ci * chunk;
@@ -124,15 +158,15 @@ where
     }
 }
 
-/// out = f(a).
+/// out = f(a), split over the pool from `min` elements (see [`drive`]).
 pub(crate) fn map1<A: Native, O: Native>(
     out: &mut [O],
     ol: &Layout,
-    a: &[A],
-    al: &Layout,
+    (a, al): (&[A], &Layout),
+    min: usize,
     f: impl Fn(A) -> O + Sync,
 ) {
-    drive(out, [ol, al], |o, ob, offs, len, inner| {
+    drive(out, [ol, al], min, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         match inner {
             [1, 1] => {
@@ -154,8 +188,13 @@ pub(crate) fn map1<A: Native, O: Native>(
 }
 
 /// out = f(out): an in-place op whose first operand is its output.
-pub(crate) fn map1_self<O: Native>(out: &mut [O], ol: &Layout, f: impl Fn(O) -> O + Sync) {
-    drive(out, [ol], |o, ob, offs, len, inner| {
+pub(crate) fn map1_self<O: Native>(
+    out: &mut [O],
+    ol: &Layout,
+    min: usize,
+    f: impl Fn(O) -> O + Sync,
+) {
+    drive(out, [ol], min, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         if inner[0] == 1 {
             o[oo..oo + len].iter_mut().for_each(|x| *x = f(*x));
@@ -175,7 +214,7 @@ pub(crate) fn map2_self<B: Native, O: Native>(
     (b, bl): (&[B], &Layout),
     f: impl Fn(O, B) -> O + Sync,
 ) {
-    drive(out, [ol, bl], |o, ob, offs, len, inner| {
+    drive(out, [ol, bl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         match inner {
             [1, 1] => {
@@ -205,7 +244,7 @@ pub(crate) fn map2<A: Native, B: Native, O: Native>(
     (b, bl): (&[B], &Layout),
     f: impl Fn(A, B) -> O + Sync,
 ) {
-    drive(out, [ol, al, bl], |o, ob, offs, len, inner| {
+    drive(out, [ol, al, bl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         let os = &mut o[oo..];
         match inner {
@@ -245,7 +284,7 @@ pub(crate) fn map3<A: Native, B: Native, C: Native, O: Native>(
     (c, cl): (&[C], &Layout),
     f: impl Fn(A, B, C) -> O + Sync,
 ) {
-    drive(out, [ol, al, bl, cl], |o, ob, offs, len, inner| {
+    drive(out, [ol, al, bl, cl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         for i in 0..len {
             o[oo + i * inner[0]] = f(

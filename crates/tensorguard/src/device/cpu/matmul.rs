@@ -4,7 +4,7 @@
 use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 
-use super::iter::{for_each_run, gather_strided, map1};
+use super::iter::{for_each_run, gather_strided, map1, PAR_MIN};
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
@@ -192,7 +192,13 @@ fn bf16_via_f32(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
             dtype: DType::F32,
         },
     );
-    map1::<f32, bf16>(out.buf.typed_mut(), out.layout, &of, &ol, bf16::from_f32);
+    map1::<f32, bf16>(
+        out.buf.typed_mut(),
+        out.layout,
+        (&of, &ol),
+        PAR_MIN,
+        bf16::from_f32,
+    );
 }
 
 fn naive<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, acc_float: bool) {

@@ -22,6 +22,13 @@ struct Lanes {
 }
 
 impl Lanes {
+    /// The outputs from which a reduction over these lanes is split over
+    /// the pool: [`PAR_MIN`] elements *read*, since each output reads a lane
+    /// (4096 sums of rows of 4096 split; 4096 sums of pairs do not).
+    fn par_min(&self) -> usize {
+        (PAR_MIN / self.len.max(1)).max(1)
+    }
+
     /// Visit elements `start..end` of the lane beginning at `base`.
     #[inline]
     fn visit<T: Native>(
@@ -107,8 +114,9 @@ where
     let ol = keepdim_layout(out.layout, a.layout, dims);
     let data: &[T] = a.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
+    let min = lanes.par_min();
     let lanes = &lanes;
-    drive(o, [&ol, &outer], |o, ob, offs, len, inner| {
+    drive(o, [&ol, &outer], min, |o, ob, offs, len, inner| {
         for i in 0..len {
             o[offs[0] - ob + i * inner[0]] = f(data, lanes, offs[1] + i * inner[1], 0, lanes.len);
         }
@@ -235,8 +243,9 @@ fn arg_extreme(max: bool, dims: &[usize], out: &mut KOut<'_>, a: &KIn<'_>) -> Re
     with_arith!(a.dtype, T => {
         let data: &[T] = a.buf.typed();
         let o: &mut [i64] = out.buf.typed_mut();
+        let min = lanes.par_min();
         let lanes = &lanes;
-        drive(o, [&ol, &outer], |o, ob, offs, len, inner| {
+        drive(o, [&ol, &outer], min, |o, ob, offs, len, inner| {
             for i in 0..len {
                 o[offs[0] - ob + i * inner[0]] = extreme_lane(data, lanes, offs[1] + i * inner[1], 0, lanes.len, max).1;
             }

@@ -9,7 +9,7 @@ use half::{bf16, f16};
 use num_traits::Float;
 use rayon::prelude::*;
 
-use super::iter::split_chunk;
+use super::iter::{split_chunk, PAR_HEAVY};
 use crate::device::kernel::UnaryOp;
 use crate::dtype::Native;
 
@@ -85,11 +85,6 @@ widest_vectors! {
     }
 }
 
-/// Below this many elements a dense vector kernel runs on the calling
-/// thread: each element costs a few dozen instructions, so the split pays
-/// for waking the pool at a quarter of the memory-bound ops' threshold.
-const PAR_DENSE: usize = 1 << 16;
-
 /// `xs` as f32 when `T` is f32 (the vector kernels are f32's; other
 /// types take the generic loops).
 #[inline]
@@ -105,7 +100,7 @@ fn as_f32_mut<T: Native>(xs: &mut [T]) -> Option<&mut [f32]> {
 
 /// Computes `op` over dense slices (`o = op(x)`, or in place when `x` is
 /// `None`) if `T` has a vector kernel for it, split over the pool from
-/// [`PAR_DENSE`] elements; returns false, having written nothing,
+/// [`PAR_HEAVY`] elements; returns false, having written nothing,
 /// otherwise.
 pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) -> bool {
     let kernel: fn(Option<&[f32]>, &mut [f32]) = match op {
@@ -123,7 +118,7 @@ pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) 
         },
         None => None,
     };
-    let Some(chunk) = split_chunk(o.len(), PAR_DENSE) else {
+    let Some(chunk) = split_chunk(o.len(), PAR_HEAVY) else {
         kernel(x, o);
         return true;
     };
@@ -410,7 +405,7 @@ mod tests {
     #[test]
     fn dense_and_strided_exp_and_sigmoid_agree() -> crate::Result<()> {
         use crate::{Device, Tensor};
-        let n = 300; // 90,000 elements: more than PAR_DENSE
+        let n = 300; // 90,000 elements: more than PAR_HEAVY
         let v: Vec<f32> = (0..n * n)
             .map(|i| ((i * 7919 % 2003) as f32 - 1001.0) * 0.09)
             .collect();
