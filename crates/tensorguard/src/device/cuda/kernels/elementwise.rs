@@ -234,6 +234,26 @@ fn path(op: &'static str, ops: &[&DevArg<'_>]) -> Result<Path> {
         Some(_) => &bcast[k][..],
         None => &[][..],
     });
+    // in the output's memory order (as the cpu's `iter::drive`): the
+    // transposed result of a transposed input is one linear run
+    let perm = ops[0].layout.memory_order();
+    let permuted: Option<(Dims, [Dims; 4])> = perm.as_ref().map(|p| {
+        let pick = |s: &[usize]| -> Dims { p.iter().map(|&d| s[d]).collect() };
+        (
+            pick(shape),
+            std::array::from_fn(|k| {
+                if k < ops.len() {
+                    pick(strides[k])
+                } else {
+                    Dims::new()
+                }
+            }),
+        )
+    });
+    let (shape, strides): (&[usize], [&[usize]; 4]) = match &permuted {
+        Some((ps, pst)) => (&ps[..], std::array::from_fn(|k| &pst[k][..])),
+        None => (&shape[..], strides),
+    };
     let (cshape, cstrides) = coalesce(shape, &strides[..ops.len()]);
     if cshape.len() == 1 && cstrides[..ops.len()].iter().all(|s| s[0] == 1) {
         let max = ops
