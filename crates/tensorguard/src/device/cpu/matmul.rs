@@ -9,6 +9,8 @@ use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout};
+use rayon::prelude::*;
+use smallvec::SmallVec;
 
 /// Products smaller than this many multiply-adds (`m * n * k` of one
 /// matrix of a batch) run on one thread: below it, splitting the product
@@ -97,23 +99,42 @@ fn gemm_typed<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>) {
     gemm_with::<T>(out, a, b, parallel(m, n, k))
 }
 
+/// The output's base pointer, shared by the threads that write the
+/// disjoint matrices of a batch.
+#[derive(Clone, Copy)]
+struct BatchOut<T>(*mut T);
+
+// SAFETY: the pointer is only written through by `gemm_with`'s batch split,
+// where each thread writes one batch's matrix and the matrices of a batch
+// are disjoint (checked: the output has no internal overlap); `T` is a
+// plain number type.
+unsafe impl<T: Send> Send for BatchOut<T> {}
+// SAFETY: as for `Send`: concurrent users write disjoint elements.
+unsafe impl<T: Send> Sync for BatchOut<T> {}
+
+impl<T> BatchOut<T> {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// The product on one thread or split over the pool (`par`): the same
-/// result either way (gemm splits the output, not the sum over `k`).
+/// result either way (gemm splits the output, not the sum over `k`). A
+/// batch of products each too small to split (`bmm` of 32 128x128
+/// matrices) whose total reaches the threshold runs its matrices on the
+/// pool's threads instead, one whole product each: the same bits again.
 fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool) {
     let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
     let x: &[T] = a.buf.typed();
     let y: &[T] = b.buf.typed();
     let o: &mut [T] = out.buf.typed_mut();
-    let par = if par {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
+    if m == 0 || n == 0 {
+        return;
+    }
+    let mut jobs: SmallVec<[(usize, usize, usize); 4]> = SmallVec::new();
     for_each_batch(&ol, al, bl, |oo, ao, bo| {
-        if m == 0 || n == 0 {
-            return;
-        }
         if k == 0 {
             for r in 0..m {
                 for c in 0..n {
@@ -129,20 +150,24 @@ fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool)
             oo + (m - 1) * rs(&ol) as usize + (n - 1) * cs(&ol) as usize,
         );
         // bounds are checked here so the raw pointers below stay in range
-        if ao_end >= x.len() || bo_end >= y.len() || oo_end >= o.len() {
-            return;
+        if ao_end < x.len() && bo_end < y.len() && oo_end < o.len() {
+            jobs.push((oo, ao, bo));
         }
+    });
+    let product = |o: *mut T, (oo, ao, bo): (usize, usize, usize), par: gemm::Parallelism| {
         // SAFETY: the index arithmetic above proves every element the
-        // product reads (x, y) and writes (o) lies inside its slice; `o` is
-        // borrowed mutably and does not alias `x`/`y` (distinct buffers:
-        // the launcher stages inputs that share the output's storage); T is
-        // f32, f64 or f16, the types gemm supports.
+        // product reads (x, y) and writes (o, the base of the output slice)
+        // lies inside its slice; the output does not alias `x`/`y`
+        // (distinct buffers: the launcher stages inputs that share the
+        // output's storage), and concurrent products of a batch write
+        // disjoint matrices (see `BatchOut`); T is f32, f64 or f16, the
+        // types gemm supports.
         unsafe {
             gemm::gemm(
                 m,
                 n,
                 k,
-                o.as_mut_ptr().add(oo),
+                o.add(oo),
                 cs(&ol),
                 rs(&ol),
                 false,
@@ -160,7 +185,25 @@ fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool)
                 par,
             )
         }
-    });
+    };
+    let split_batch = !par
+        && jobs.len() > 1
+        && parallel(m.saturating_mul(jobs.len()), n, k)
+        && !ol.has_internal_overlap();
+    let base = BatchOut(o.as_mut_ptr());
+    if split_batch {
+        jobs.par_iter()
+            .for_each(|&j| product(base.get(), j, gemm::Parallelism::None));
+        return;
+    }
+    let par = if par {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    for &j in &jobs {
+        product(base.get(), j, par);
+    }
 }
 
 /// bf16 has no gemm kernel: stage both operands as contiguous f32 (as
@@ -347,6 +390,57 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_batch_split_over_threads_gives_each_matrix_its_one_thread_bits() {
+        // 32 products of 128^3: each below the split threshold, together
+        // above it, so the batch runs its matrices on the pool's threads
+        let (bt, m, k, n) = (32, 128, 128, 128);
+        assert!(!parallel(m, n, k));
+        assert_eq!(parallel(m * bt, n, k), rayon::current_num_threads() > 1);
+        let (a, b) = (values(bt * m * k, 3), values(bt * k * n, 4));
+        let (al, bl) = (
+            Layout::contiguous(&[bt, m, k]),
+            Layout::contiguous(&[bt, k, n]),
+        );
+        let ol = Layout::contiguous(&[bt, m, n]);
+        let mut o = vec![f32::NAN; bt * m * n];
+        gemm_with::<f32>(
+            &mut KOut {
+                buf: bytemuck::cast_slice_mut(&mut o),
+                layout: &ol,
+                dtype: DType::F32,
+            },
+            &KIn {
+                buf: bytemuck::cast_slice(&a),
+                layout: &al,
+                dtype: DType::F32,
+            },
+            &KIn {
+                buf: bytemuck::cast_slice(&b),
+                layout: &bl,
+                dtype: DType::F32,
+            },
+            false,
+        );
+        let (al2, bl2) = (Layout::contiguous(&[m, k]), Layout::contiguous(&[k, n]));
+        for i in 0..bt {
+            let one = product(
+                &a[i * m * k..(i + 1) * m * k],
+                &al2,
+                &b[i * k * n..(i + 1) * k * n],
+                &bl2,
+                m,
+                n,
+                false,
+            );
+            let got = &o[i * m * n..(i + 1) * m * n];
+            assert!(
+                one.iter().zip(got).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "batch {i} differs from its one-thread product"
+            );
         }
     }
 
