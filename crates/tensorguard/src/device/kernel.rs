@@ -267,6 +267,11 @@ pub(crate) struct Arg<'a> {
     pub tdtype: DType,
     pub want: DType,
     pub bshape: Option<&'a [usize]>,
+    /// An output nothing else can reach: a tensor this op just made on the
+    /// calling thread, the only handle to its storage. The inline cpu
+    /// executor writes it without taking its lock (Note [Fresh outputs]).
+    /// Always false for queued work and for inputs.
+    pub fresh: bool,
 }
 
 /// An operand owned by a queued task.
@@ -299,6 +304,7 @@ impl OwnedArg {
             tdtype: self.tdtype,
             want: self.want,
             bshape: self.bshape.as_deref(),
+            fresh: false,
         }
     }
 }

@@ -115,6 +115,7 @@ pub(crate) fn launch(
             tdtype: o.t.dtype(),
             want: o.dtype,
             bshape: None,
+            fresh: !inplace && o.t.is_unique(),
         })
         .collect();
     let i: SmallVec<[Arg<'_>; 3]> = ins
@@ -125,6 +126,7 @@ pub(crate) fn launch(
             tdtype: i.t.dtype(),
             want: i.dtype,
             bshape: i.bshape,
+            fresh: false,
         })
         .collect();
     let b = backend(&device)?;

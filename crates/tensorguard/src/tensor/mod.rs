@@ -131,12 +131,32 @@ impl Tensor {
         operands: &[&Tensor],
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
+        if shape.len() < 2 || operands.iter().all(|t| t.is_contiguous()) {
+            return Tensor::uninit(shape, dtype, device, site);
+        }
         let bytes = Tensor::bytes_for(shape, dtype)?;
         let layouts: smallvec::SmallVec<[&Layout; 3]> =
             operands.iter().map(|t| t.layout()).collect();
         let layout = Layout::dense_like(shape, &layouts);
         let storage = Arc::new(Storage::new(device, bytes, site)?);
         Ok(Tensor::from_parts(storage, layout, dtype, false))
+    }
+
+    /// True when this handle is the only way to reach the tensor and its
+    /// storage: no alias, no view, no weak reference (an op's fresh
+    /// output). Then no other thread can use the storage until this handle
+    /// is shared (see Note [Fresh outputs] in `device/cpu/exec.rs`).
+    pub(crate) fn is_unique(&self) -> bool {
+        let unique = Arc::strong_count(&self.0) == 1
+            && Arc::weak_count(&self.0) == 0
+            && Arc::strong_count(&self.0.storage) == 1
+            && Arc::weak_count(&self.0.storage) == 0;
+        if unique {
+            // what the last other owner did before dropping its handle
+            // happens before what we do next (as `Arc::get_mut`)
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        }
+        unique
     }
 
     pub(crate) fn layout(&self) -> &Layout {

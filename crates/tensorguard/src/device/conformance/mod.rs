@@ -197,6 +197,7 @@ impl Operand {
             tdtype: self.dtype,
             want: self.dtype,
             bshape: None,
+            fresh: false,
         }
     }
 }

@@ -270,6 +270,17 @@ pub(crate) fn execute(
     Ok(())
 }
 
+// Note [Fresh outputs]
+// ~~~~~~~~~~~~~~~~~~~~~
+// An op's new output tensor is reachable only through the handle the op
+// holds until it returns: no alias, no view, no weak reference, its storage
+// referenced by that tensor alone (`Tensor::is_unique`, checked by
+// `ops::launch`, which marks the output `Arg::fresh`). Run inline by the cpu,
+// the kernel then writes it without its write lock: no other thread can
+// lock it, so the lock would only cost two atomic operations on every op.
+// Queued work never takes this path (the task's own reference makes the
+// storage shared, and the host may share the tensor before the work runs).
+
 /// The common case without staging: one output, at most two other inputs
 /// already in the dtype the kernel reads and not sharing the output's
 /// storage (or a first input that *is* the output). Same locking rule as
@@ -326,6 +337,7 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     let mut guards: [Option<(u64, RwLockReadGuard<'_, Buffer>)>; 2] = [None, None];
     for &(id, slot) in &order[..n] {
         match slot {
+            None if out.fresh => {}
             None => write = Some(out.storage.data.write()),
             Some(k) => {
                 if let Some(r) = reads[k] {
@@ -334,8 +346,16 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
             }
         }
     }
-    let mut write = write?;
-    let write = match write.host_bytes_mut() {
+    let written = match &mut write {
+        Some(w) => w.host_bytes_mut(),
+        // SAFETY: Note [Fresh outputs]: nothing but this call can reach the
+        // output's storage (the op's new tensor is its only handle and has
+        // not left the calling thread), so no lock is held or taken on it
+        // while this exclusive borrow lives, and it ends with this call.
+        None if out.fresh => unsafe { &mut *out.storage.data.data_ptr() }.host_bytes_mut(),
+        None => return None,
+    };
+    let write = match written {
         Ok(w) => w,
         Err(e) => return Some(Err(e)),
     };
