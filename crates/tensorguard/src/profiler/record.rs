@@ -547,6 +547,13 @@ impl Running {
             let (a, b) = s.slot.span();
             if a > 0 {
                 if let Some(e) = s.log.lock().events.get_mut(s.index) {
+                    // A stream worker stamps each item once and shares
+                    // stamps between neighbours (the clock read before it
+                    // found the work, the previous item's end), so a start
+                    // can precede the host's enqueue by the time between
+                    // that read and the enqueue. Work never starts before it
+                    // was queued: clamp to the op's host start.
+                    let a = a.max(e.start);
                     e.device_span = Some((s.stream, a, b.max(a)));
                 }
             }
