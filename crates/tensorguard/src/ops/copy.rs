@@ -15,8 +15,9 @@ impl Tensor {
     /// A deep, independent copy (PyTorch's `clone()`): new storage,
     /// version 0, and the memory order of `self` (a transposed matrix
     /// clones to a transposed matrix, as PyTorch's `preserve_format`; use
-    /// [`contiguous`](Tensor::contiguous) for row-major). Writes to the copy never reach `self`.
-    /// For a second handle to the same tensor use [`alias`](Tensor::alias).
+    /// [`contiguous`](Tensor::contiguous) for row-major). Writes to the
+    /// copy never reach `self`. For a second handle to the same tensor use
+    /// [`alias`](Tensor::alias).
     ///
     /// ```
     /// use tensorguard::{Device, Tensor};

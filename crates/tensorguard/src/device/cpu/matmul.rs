@@ -319,12 +319,23 @@ mod tests {
         n: usize,
         par: bool,
     ) -> Vec<f32> {
-        let ol = Layout::contiguous(&[m, n]);
-        let mut o = vec![f32::NAN; m * n];
+        product_into(a, al, b, bl, &Layout::contiguous(&[m, n]), par)
+    }
+
+    /// [`product`] into an output of layout `ol` (a batch, for one).
+    fn product_into(
+        a: &[f32],
+        al: &Layout,
+        b: &[f32],
+        bl: &Layout,
+        ol: &Layout,
+        par: bool,
+    ) -> Vec<f32> {
+        let mut o = vec![f32::NAN; ol.numel()];
         gemm_with::<f32>(
             &mut KOut {
                 buf: bytemuck::cast_slice_mut(&mut o),
-                layout: &ol,
+                layout: ol,
                 dtype: DType::F32,
             },
             &KIn {
@@ -405,26 +416,7 @@ mod tests {
             Layout::contiguous(&[bt, m, k]),
             Layout::contiguous(&[bt, k, n]),
         );
-        let ol = Layout::contiguous(&[bt, m, n]);
-        let mut o = vec![f32::NAN; bt * m * n];
-        gemm_with::<f32>(
-            &mut KOut {
-                buf: bytemuck::cast_slice_mut(&mut o),
-                layout: &ol,
-                dtype: DType::F32,
-            },
-            &KIn {
-                buf: bytemuck::cast_slice(&a),
-                layout: &al,
-                dtype: DType::F32,
-            },
-            &KIn {
-                buf: bytemuck::cast_slice(&b),
-                layout: &bl,
-                dtype: DType::F32,
-            },
-            false,
-        );
+        let o = product_into(&a, &al, &b, &bl, &Layout::contiguous(&[bt, m, n]), false);
         let (al2, bl2) = (Layout::contiguous(&[m, k]), Layout::contiguous(&[k, n]));
         for i in 0..bt {
             let one = product(
