@@ -5,7 +5,10 @@ use smallvec::SmallVec;
 use crate::error::{Error, Result};
 
 /// Inline storage for dimension lists: most tensors have at most 6 dims.
-pub(crate) type Dims = SmallVec<[usize; 6]>;
+pub(crate) type Dims = SmallVec<[usize; INLINE_DIMS]>;
+
+/// The dims a [`Dims`] holds without a heap allocation.
+pub(crate) const INLINE_DIMS: usize = 6;
 
 /// A tensor shape, built from `[2, 3]`, `&[2, 3][..]`, `vec![2, 3]` or `()`
 /// for a 0-dim scalar.
@@ -274,6 +277,24 @@ pub(crate) struct Layout {
 
 impl Layout {
     pub fn contiguous(shape: &[usize]) -> Self {
+        let n = shape.len();
+        if n <= INLINE_DIMS {
+            // every op's output takes this path: fill both inline buffers
+            // in place instead of pushing element by element
+            let mut dims = [0usize; INLINE_DIMS];
+            let mut strides = [0usize; INLINE_DIMS];
+            dims[..n].copy_from_slice(shape);
+            let mut acc = 1usize;
+            for d in (0..n).rev() {
+                strides[d] = acc;
+                acc *= shape[d].max(1);
+            }
+            return Layout {
+                shape: Dims::from_buf_and_len(dims, n),
+                strides: Dims::from_buf_and_len(strides, n),
+                offset: 0,
+            };
+        }
         Layout {
             shape: shape.iter().copied().collect(),
             strides: contiguous_strides(shape),
@@ -664,6 +685,19 @@ mod tests {
         assert_eq!(contiguous_strides(&[2, 3, 4]).as_slice(), &[12, 4, 1]);
         // a size 0 counts as 1, as PyTorch's contiguous strides
         assert_eq!(contiguous_strides(&[2, 0, 3]).as_slice(), &[3, 3, 1]);
+        // Layout::contiguous's inline fill agrees, up to and past INLINE_DIMS
+        for shape in [
+            &[][..],
+            &[7],
+            &[2, 0, 3],
+            &[2, 3, 4, 5, 6, 7],
+            &[2, 1, 3, 1, 2, 2, 3],
+        ] {
+            let l = Layout::contiguous(shape);
+            assert_eq!(l.shape.as_slice(), shape);
+            assert_eq!(l.strides, contiguous_strides(shape), "{shape:?}");
+            assert_eq!(l.offset, 0);
+        }
         assert_eq!(
             broadcast_shapes("t", &[4, 1], &[4, 1]).unwrap().as_slice(),
             &[4, 1]
