@@ -69,11 +69,39 @@ pub(crate) struct Out<'a> {
 /// the kernel ran, returning its fault). Every operand must be on the
 /// outputs' device. When `inplace`, the outputs' version counters are bumped
 /// and `site` recorded as their last writer, on the host, at enqueue time.
+/// Otherwise every output is a tensor the calling op has just made and not
+/// yet shared (Note [Fresh outputs] in `device/cpu/exec.rs`); an existing
+/// tensor written without a version bump goes through [`launch_into`].
 pub(crate) fn launch(
     kernel: &Kernel,
     outs: &[Out<'_>],
     ins: &[In<'_>],
     inplace: bool,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    launch_impl(kernel, outs, ins, inplace, !inplace, site)
+}
+
+/// [`launch`] writing existing tensors (that other handles, or other
+/// threads through `&Tensor`, may reach) without bumping their versions:
+/// the destination of a strided copy between devices.
+pub(crate) fn launch_into(
+    kernel: &Kernel,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    site: &'static Location<'static>,
+) -> Result<()> {
+    launch_impl(kernel, outs, ins, false, false, site)
+}
+
+/// [`launch`]; `new_outputs`: the outputs were made by the caller, so one
+/// that is also unique (`Tensor::is_unique`) is fresh.
+fn launch_impl(
+    kernel: &Kernel,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    inplace: bool,
+    new_outputs: bool,
     site: &'static Location<'static>,
 ) -> Result<()> {
     let Some(first) = outs.first() else {
@@ -115,7 +143,7 @@ pub(crate) fn launch(
             tdtype: o.t.dtype(),
             want: o.dtype,
             bshape: None,
-            fresh: !inplace && o.t.is_unique(),
+            fresh: new_outputs && o.t.is_unique(),
         })
         .collect();
     let i: SmallVec<[Arg<'_>; 3]> = ins

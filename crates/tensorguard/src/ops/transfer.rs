@@ -490,15 +490,15 @@ fn is_block(t: &Tensor, shape: &[usize], dtype: DType) -> bool {
 
 /// Copy `src` into `dst` on their (one) device with a copy kernel:
 /// strides, broadcast and dtype cast in one pass.
+/// `dst` may be the caller's destination: written as an existing tensor.
 fn pack(dst: &Tensor, src: &Tensor, site: &'static Location<'static>) -> Result<()> {
-    super::launch(
+    super::launch_into(
         &Kernel::Copy,
         &[super::Out {
             t: dst,
             dtype: dst.dtype(),
         }],
         &[super::In::bcast(src, src.dtype(), dst.shape())],
-        false,
         site,
     )
 }

@@ -143,9 +143,10 @@ impl Tensor {
     }
 
     /// True when this handle is the only way to reach the tensor and its
-    /// storage: no alias, no view, no weak reference (an op's fresh
-    /// output). Then no other thread can use the storage until this handle
-    /// is shared (see Note [Fresh outputs] in `device/cpu/exec.rs`).
+    /// storage: no alias, no view, no weak reference. Other threads may
+    /// still reach it through `&Tensor` borrows of this handle: only for a
+    /// tensor an op has just made and not yet returned does it mean that
+    /// nothing else can (Note [Fresh outputs] in `device/cpu/exec.rs`).
     pub(crate) fn is_unique(&self) -> bool {
         let unique = Arc::strong_count(&self.0) == 1
             && Arc::weak_count(&self.0) == 0

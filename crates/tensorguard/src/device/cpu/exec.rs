@@ -275,7 +275,11 @@ pub(crate) fn execute(
 // An op's new output tensor is reachable only through the handle the op
 // holds until it returns: no alias, no view, no weak reference, its storage
 // referenced by that tensor alone (`Tensor::is_unique`, checked by
-// `ops::launch`, which marks the output `Arg::fresh`). Run inline by the cpu,
+// `ops::launch`, which marks the output `Arg::fresh`). Uniqueness alone is
+// not enough: a user's tensor with one handle can be shared by threads as
+// `&Tensor`, so only outputs the op made itself qualify (`launch` with
+// `inplace` false; an existing tensor written goes through
+// `ops::launch_into`, never fresh). Inputs never qualify. Run inline by the cpu,
 // the kernel then writes it without its write lock: no other thread can
 // lock it, so the lock would only cost two atomic operations on every op.
 // Queued work never takes this path (the task's own reference makes the
