@@ -213,20 +213,20 @@ pub(crate) fn norm_dims(op: &'static str, dims: &[isize], ndim: usize) -> Result
 
 /// Row-major strides for `shape`.
 pub(crate) fn contiguous_strides(shape: &[usize]) -> Dims {
-    // built from the innermost dim out, then reversed in place (no
-    // element-by-element fill first: every op's output takes this path)
-    let mut s = Dims::new();
-    let mut acc = 1usize;
-    let mut inner: Option<usize> = None;
-    for &d in shape.iter().rev() {
-        if let Some(i) = inner {
-            acc *= i.max(1);
-        }
-        s.push(acc);
-        inner = Some(d);
-    }
-    s.reverse();
+    let mut s: Dims = smallvec::smallvec![0; shape.len()];
+    fill_contiguous_strides(shape, &mut s);
     s
+}
+
+/// Writes the row-major strides of `shape` into `out` (of its length); a
+/// size 0 counts as 1, as in PyTorch.
+fn fill_contiguous_strides(shape: &[usize], out: &mut [usize]) {
+    let mut acc = 1usize;
+    for (o, &d) in out.iter_mut().zip(shape).rev() {
+        *o = acc;
+        // saturating: the size after the outermost dim multiplies nothing
+        acc = acc.saturating_mul(d.max(1));
+    }
 }
 
 /// NumPy/PyTorch broadcasting of two shapes.
@@ -284,11 +284,7 @@ impl Layout {
             let mut dims = [0usize; INLINE_DIMS];
             let mut strides = [0usize; INLINE_DIMS];
             dims[..n].copy_from_slice(shape);
-            let mut acc = 1usize;
-            for d in (0..n).rev() {
-                strides[d] = acc;
-                acc *= shape[d].max(1);
-            }
+            fill_contiguous_strides(shape, &mut strides[..n]);
             return Layout {
                 shape: Dims::from_buf_and_len(dims, n),
                 strides: Dims::from_buf_and_len(strides, n),

@@ -99,25 +99,33 @@ pub(crate) fn binary(
         Operand::Tensor(t) => broadcast_shapes(name, a.shape(), t.shape())?,
         Operand::Scalar(_) => a.shape().into(),
     };
+    let b_tensor: Option<&Tensor> = match b {
+        Operand::Tensor(t) => Some(t),
+        Operand::Scalar(_) => None,
+    };
+    // the tensor operands: the output's layout follows them, and autograd
+    // records them
+    let (pair, single);
+    let ins: &[&Tensor] = match b_tensor {
+        Some(t) => {
+            pair = [a, t];
+            &pair
+        }
+        None => {
+            single = [a];
+            &single
+        }
+    };
     let out = if inplace {
         let mut others: smallvec::SmallVec<[(&'static str, &Tensor); 1]> =
             smallvec::SmallVec::new();
-        if let Operand::Tensor(t) = b {
+        if let Some(t) = b_tensor {
             others.push(("other", t));
         }
         check_inplace_target(name, a, produced, &shape, &others)?;
         a.alias()
     } else {
-        match b {
-            Operand::Tensor(t) => {
-                Tensor::uninit_like(&shape, produced, &a.device(), &[a, t], site)?
-            }
-            Operand::Scalar(_) => Tensor::uninit_like(&shape, produced, &a.device(), &[a], site)?,
-        }
-    };
-    let b_tensor: Option<&Tensor> = match b {
-        Operand::Tensor(t) => Some(t),
-        Operand::Scalar(_) => None,
+        Tensor::uninit_like(&shape, produced, &a.device(), ins, site)?
     };
     let other = || match b {
         Operand::Tensor(t) => formulas::Other::tensor(op, t),
@@ -168,21 +176,8 @@ pub(crate) fn binary(
             formulas::binary(op, &before.old, saved_other, &out)
         };
         autograd::inplace_finish(&out, before, site, grad);
-    } else if !inplace && !op.is_comparison() && produced.is_float() {
-        let (pair, single);
-        let ins: &[&Tensor] = match b_tensor {
-            Some(t) => {
-                pair = [a, t];
-                &pair
-            }
-            None => {
-                single = [a];
-                &single
-            }
-        };
-        if autograd::tracking(ins) {
-            autograd::record(&out, ins, site, formulas::binary(op, a, other(), &out));
-        }
+    } else if !inplace && !op.is_comparison() && produced.is_float() && autograd::tracking(ins) {
+        autograd::record(&out, ins, site, formulas::binary(op, a, other(), &out));
     }
     Ok(out)
 }

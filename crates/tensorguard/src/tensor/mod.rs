@@ -116,9 +116,7 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
         let bytes = Tensor::bytes_for(shape, dtype)?;
-        let layout = Layout::contiguous(shape);
-        let storage = Arc::new(Storage::new(device, bytes, site)?);
-        Ok(Tensor::from_parts(storage, layout, dtype, false))
+        Tensor::uninit_in(Layout::contiguous(shape), bytes, dtype, device, site)
     }
 
     /// [`uninit`](Tensor::uninit) for the output of an elementwise op over
@@ -131,13 +129,23 @@ impl Tensor {
         operands: &[&Tensor],
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
-        if shape.len() < 2 || operands.iter().all(|t| t.is_contiguous()) {
-            return Tensor::uninit(shape, dtype, device, site);
-        }
         let bytes = Tensor::bytes_for(shape, dtype)?;
         let layouts: smallvec::SmallVec<[&Layout; 3]> =
             operands.iter().map(|t| t.layout()).collect();
         let layout = Layout::dense_like(shape, &layouts);
+        Tensor::uninit_in(layout, bytes, dtype, device, site)
+    }
+
+    /// A fresh tensor of the dense `layout` (offset 0, no gaps) over
+    /// `bytes` (checked by [`bytes_for`](Tensor::bytes_for) before the
+    /// layout was built), its elements not yet written.
+    fn uninit_in(
+        layout: Layout,
+        bytes: usize,
+        dtype: DType,
+        device: &Device,
+        site: &'static Location<'static>,
+    ) -> Result<Tensor> {
         let storage = Arc::new(Storage::new(device, bytes, site)?);
         Ok(Tensor::from_parts(storage, layout, dtype, false))
     }
