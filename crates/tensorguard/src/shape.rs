@@ -417,16 +417,14 @@ impl Layout {
     /// The layout PyTorch gives the output of an elementwise op over
     /// `operands` broadcast to `shape` (TensorIterator's dimension order):
     /// dense, with its dims in memory in the order of the operands' strides.
-    /// Contiguous when every operand is; `exp` of a transposed matrix is a
+    /// Contiguous when every operand is (`Tensor::uninit_like` skips the
+    /// rule then); `exp` of a transposed matrix is a
     /// transposed matrix (strides `(1, n)`), so that the op reads and writes
     /// memory in order. The first operand that orders two dims decides;
     /// broadcast dims (stride 0) order nothing; equal strides put the
     /// smaller dim inside.
     pub fn dense_like(shape: &[usize], operands: &[&Layout]) -> Layout {
         let nd = shape.len();
-        if nd < 2 || operands.iter().all(|l| l.is_contiguous()) {
-            return Layout::contiguous(shape);
-        }
         let strides: SmallVec<[Dims; 3]> = operands
             .iter()
             .map(|l| l.broadcast_strides(shape))
