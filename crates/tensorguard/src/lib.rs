@@ -45,6 +45,7 @@ mod dtype;
 mod error;
 mod hooks;
 pub mod memory;
+pub mod nccl;
 mod oom_report;
 mod ops;
 pub mod profiler;

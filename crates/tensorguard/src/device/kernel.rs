@@ -62,6 +62,10 @@ pub(crate) enum Kernel {
     IndexAdd { dim: usize, scatter: bool },
     /// A custom op (`autograd::Function`): out = the op's kernel(ins).
     Custom(crate::device::cpu::Custom),
+    /// An NCCL collective (`tensorguard::nccl`): out = the collective of
+    /// in0 over the communicator's ranks; only the CUDA backend runs it.
+    #[cfg(feature = "nccl")]
+    Collective(crate::device::cuda::nccl::Call),
 }
 
 impl Kernel {
@@ -87,6 +91,8 @@ impl Kernel {
             Kernel::IndexAdd { scatter: false, .. } => "index_add_",
             Kernel::IndexAdd { scatter: true, .. } => "scatter_add_",
             Kernel::Custom(k) => k.0.name(),
+            #[cfg(feature = "nccl")]
+            Kernel::Collective(c) => c.op,
         }
     }
 

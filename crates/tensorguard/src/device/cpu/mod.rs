@@ -121,5 +121,10 @@ pub(crate) fn run(
             index::cat(*dim, &mut outs[0], ins)
         }
         Kernel::Custom(k) => custom::run(k, outs, ins),
+        #[cfg(feature = "nccl")]
+        Kernel::Collective(c) => Err(Error::invalid(
+            c.op,
+            "internal error: an NCCL collective reached a host executor (NCCL runs on cuda tensors only).",
+        )),
     }
 }

@@ -170,6 +170,10 @@ impl Backend for Cuda {
             crate::device::cpu::custom::run_device(k, self.device, stream)?;
             return Ok(None);
         }
+        #[cfg(feature = "nccl")]
+        if let Kernel::Collective(c) = l.kernel {
+            return self.collective(stream, c, &l).map(Some);
+        }
         let s = self.stream(stream)?;
         let self_first = l.kernel.reads_output_in_place()
             && l.outs.len() == 1
@@ -226,14 +230,8 @@ impl Backend for Cuda {
             })
             .collect();
         let out_ptrs: SmallVec<[u64; 2]> = l.outs.iter().map(|o| Cuda::addr(o.storage)).collect();
-        let launch = self.launches.fetch_add(1, Ordering::Relaxed) + 1;
-        let item = Item {
-            launch,
-            op: l.op,
-            site: l.site,
-            outs: l.outs.iter().map(|o| Arc::clone(o.storage)).collect(),
-            ins: l.ins.iter().map(|i| Arc::clone(i.storage)).collect(),
-        };
+        let item = self.item(&l);
+        let launch = item.launch;
         let timing = (l.timing)(stream).map(|p| (Some(p), None));
         let seq = s.submit(item, timing, |raw| {
             let on = On {
@@ -455,6 +453,40 @@ impl Backend for Cuda {
 }
 
 impl Cuda {
+    /// The in-flight item of a launch: its number (fault slot), op, site
+    /// and the storages it holds until it completed.
+    fn item(&self, l: &Launch<'_>) -> Item {
+        Item {
+            launch: self.launches.fetch_add(1, Ordering::Relaxed) + 1,
+            op: l.op,
+            site: l.site,
+            outs: l.outs.iter().map(|o| Arc::clone(o.storage)).collect(),
+            ins: l.ins.iter().map(|i| Arc::clone(i.storage)).collect(),
+        }
+    }
+
+    /// Enqueue an NCCL collective on `stream` from its input's elements
+    /// into its output's (both contiguous and of the call's dtype: checked
+    /// by `tensorguard::nccl`), holding both storages until it completed.
+    #[cfg(feature = "nccl")]
+    fn collective(&self, stream: StreamId, c: &super::nccl::Call, l: &Launch<'_>) -> Result<u64> {
+        let (Some(out), Some(input)) = (l.outs.first(), l.ins.first()) else {
+            return Err(Error::invalid(
+                c.op,
+                "internal error: a collective was launched without its input or output.",
+            ));
+        };
+        let s = self.stream(stream)?;
+        let addr = |a: &Arg<'_>| {
+            Cuda::addr(a.storage) + (a.layout.offset * a.tdtype.size_in_bytes()) as u64
+        };
+        let (send, recv) = (addr(input), addr(out));
+        let timing = (l.timing)(stream).map(|p| (Some(p), None));
+        s.submit(self.item(l), timing, |raw| {
+            c.comm.enqueue(c, send, recv, raw.cast())
+        })
+    }
+
     /// The GPU's context.
     pub(super) fn ctx(&self) -> &'static Ctx {
         self.ctx

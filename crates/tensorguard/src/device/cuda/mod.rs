@@ -15,6 +15,8 @@ mod copy;
 mod fault;
 #[cfg(feature = "cuda")]
 pub(crate) mod kernels;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 #[cfg(feature = "cuda")]
 mod probe;
 #[cfg(feature = "cuda")]

@@ -136,6 +136,12 @@ pub(crate) fn run(
             "internal error: a custom op reached the CUDA kernels (the backend runs custom ops)."
                 .to_string(),
         )),
+        #[cfg(feature = "nccl")]
+        Kernel::Collective(c) => Err(Error::invalid(
+            c.op,
+            "internal error: an NCCL collective reached the CUDA kernels (the backend enqueues it)."
+                .to_string(),
+        )),
     }
 }
 
