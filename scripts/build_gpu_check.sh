@@ -2,8 +2,8 @@
 # Builds what scripts/gpu-check.sh runs on a GPU machine, which has no Rust
 # toolchain: the CLI and two test binaries (the library's unit tests, which
 # hold the conformance cases, and tests/gpu_suite.rs, the device suite in one
-# binary), release, with `--features cuda`, stripped, into target/gpu-bin/.
-# CUDA is loaded at run time, so this builds on a machine without CUDA.
+# binary), release, with `--features nccl` (CUDA and the NCCL collectives),
+# stripped, into target/gpu-bin/. CUDA and NCCL are loaded at run time, so this builds on a machine without CUDA.
 #
 #   scripts/build_gpu_check.sh            # then carry target/gpu-bin (< 64 MiB with the tree)
 set -euo pipefail
@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 out=target/gpu-bin
 rm -rf "$out"
 mkdir -p "$out"
-cargo build --release -p tensorguard-cli --features cuda --bin tensorguard
+cargo build --release -p tensorguard-cli --features nccl --bin tensorguard
 cp target/release/tensorguard "$out/tensorguard"
-cargo test --release -p tensorguard --features cuda --lib --test gpu_suite --no-run \
+cargo test --release -p tensorguard --features nccl --lib --test gpu_suite --no-run \
   --message-format=json >target/gpu-bin-build.json
 python3 - "$out" <<'PY'
 import json, shutil, sys

@@ -15,7 +15,7 @@
 #   bench_copy.{log,csv,json,png}  tensorguard bench copy --device cuda:0 (beside PyTorch's)
 #   bench_gpu.json, bench_gpu_torch.json  the GPU workloads, ours and PyTorch's
 #   gpu_bench.{md,csv,json,png}   scripts/gpu_bench_report.py: ratios vs PyTorch, targets
-#   train_*.{json,log}   tensorguard train on cuda:0 (digits MLP, digits CNN)
+#   train_*.{json,log}   tensorguard train on cuda:0 (digits MLP, digits CNN, DDP on NCCL)
 #   (every step also writes NAME.log: its whole output)
 # Every step runs even when an earlier one fails; the script exits non-zero
 # when any step failed. It is meant to finish in under 6 minutes on an H200.
@@ -49,7 +49,7 @@ dirs = []
 for r in roots:
     for pat in ("nvidia/*/lib", "nvidia/cu13/lib", "torch/lib", ""):
         for d in glob.glob(os.path.join(r, pat)):
-            if glob.glob(os.path.join(d, "libnvrtc.so*")) or glob.glob(os.path.join(d, "libcublas*.so*")):
+            if any(glob.glob(os.path.join(d, lib)) for lib in ("libnvrtc.so*", "libcublas*.so*", "libnccl.so*")):
                 if d not in dirs:
                     dirs.append(d)
 print(":".join(dirs))
@@ -58,6 +58,12 @@ PY
 if [ -n "$libdirs" ]; then
   export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# NCCL (PyTorch's nvidia-nccl wheel): found on the path above, so its tests must run
+for d in ${libdirs//:/ }; do
+  if [ -e "$d/libnccl.so.2" ]; then
+    export TENSORGUARD_NCCL_LIB="$d/libnccl.so.2" TENSORGUARD_REQUIRE_NCCL=1
+  fi
+done
 export TENSORGUARD_KERNEL_CACHE=${TENSORGUARD_KERNEL_CACHE:-/tmp/tensorguard-kernels}
 export RUST_BACKTRACE=1
 
@@ -66,7 +72,8 @@ export RUST_BACKTRACE=1
   echo "host: $(uname -a)"
   nvidia-smi 2>&1 || echo "nvidia-smi: not found"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  for d in ${libdirs//:/ }; do ls "$d" | grep -E 'libnvrtc|libcublas' | sed "s|^|$d/|"; done
+  for d in ${libdirs//:/ }; do ls "$d" | grep -E 'libnvrtc|libcublas|libnccl' | sed "s|^|$d/|"; done
+  echo "TENSORGUARD_NCCL_LIB=${TENSORGUARD_NCCL_LIB:-}"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
   ls -l "$bin"
 } >"$out/env.txt" 2>&1
@@ -121,6 +128,16 @@ step train_mlp 120 "$bin/tensorguard" train --device cuda:0 --no-progress \
   --metrics-json "$out/train_mlp.json"
 step train_cnn 120 "$bin/tensorguard" train --device cuda:0 --model cnn --epochs 2 --no-progress \
   --metrics-json "$out/train_cnn.json" --memory-snapshot "$out/train_cnn_snapshot.json"
+# a DDP step on cuda:0 with its gradients reduced on NCCL (a world of one)
+train_ddp() {
+  "$bin/tensorguard" train --device cuda:0 --distributed --epochs 1 --no-progress \
+    --metrics-json "$out/train_ddp_nccl.json" || return 1
+  "$PY" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["collectives"], m["test_accuracy"]); assert m["collectives"] == "nccl", m' \
+    "$out/train_ddp_nccl.json"
+}
+export -f train_ddp
+export out PY
+step train_ddp_nccl 120 train_ddp
 
 for log in lib_tests gpu_suite; do
   if [ -f "$out/$log.log" ]; then

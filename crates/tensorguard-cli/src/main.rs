@@ -290,7 +290,7 @@ fn kernels(arch: &[String], jobs: Option<usize>) -> Result<(), String> {
 }
 
 /// The GPUs the CUDA driver reports (name, memory, compute capability,
-/// driver and NVRTC versions), or why there are none.
+/// driver and NVRTC versions) and NCCL's library, or why there are none.
 fn print_gpus() {
     match device::cuda_info() {
         Ok(info) => {
@@ -316,6 +316,11 @@ fn print_gpus() {
             }
         }
         Err(e) => log::info!("cuda: {e}"),
+    }
+    // the collectives of cuda tensors (`--features nccl`)
+    match tensorguard::nccl::library() {
+        Ok((path, version)) => println!("nccl     NCCL {version} ({path})"),
+        Err(e) => log::info!("nccl: {e}"),
     }
 }
 

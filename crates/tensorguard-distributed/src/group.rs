@@ -20,31 +20,12 @@ use tensorguard::{Error, Result, Tensor};
 
 use crate::engine::{Collective, Engine, Job, Single};
 use crate::env;
+use crate::nccl::{self as lane, Lane, Pending};
 use crate::wire::{self, Buf, Pool};
 
-/// How a reduction combines the ranks' values (PyTorch's `ReduceOp`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// The sum (a logical or for `bool`).
-    Sum,
-    /// The mean over the ranks (floating-point tensors only).
-    Avg,
-    /// The largest value.
-    Max,
-    /// The smallest value.
-    Min,
-}
-
-impl std::fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Avg => "avg",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        })
-    }
-}
+/// How a reduction combines the ranks' values (PyTorch's `ReduceOp`): the
+/// core's, which its NCCL collectives take too.
+pub use tensorguard::nccl::ReduceOp;
 
 /// Which communication engine a group runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +33,16 @@ pub enum Backend {
     /// MPI when an MPI launcher started this process (and this build has
     /// the `mpi` feature); otherwise the world of one process.
     Auto,
-    /// MPI (the `mpi` feature): processes on CPUs and emulated devices.
+    /// MPI (the `mpi` feature): processes on CPUs and emulated devices;
+    /// cuda tensors are staged through host memory.
     Mpi,
+    /// NCCL for cuda tensors (the `nccl` feature), on the GPU without
+    /// staging; the ranks, and the collectives of cpu and emu tensors, come
+    /// from MPI under an MPI launcher, else this is the world of one
+    /// process (whose NCCL communicator has one rank). `Auto` picks NCCL
+    /// for cuda tensors by itself when the build has the feature and the
+    /// world has more than one process.
+    Nccl,
     /// One process, no engine: every collective is the identity.
     Single,
 }
@@ -97,6 +86,9 @@ struct Inner {
     timeout: Duration,
     /// Note [Staging buffers] (shared with the engine).
     pool: Arc<Pool>,
+    /// cuda tensors take the NCCL lane (Note [NCCL lane]).
+    nccl: bool,
+    lane: Lane,
 }
 
 impl Drop for Inner {
@@ -156,8 +148,21 @@ impl ProcessGroup {
     /// and fails, naming the timeout, when not every rank joins in time.
     pub fn new(opts: GroupOptions) -> Result<ProcessGroup> {
         const OP: &str = "ProcessGroup::new";
+        if opts.backend == Backend::Nccl && !cfg!(feature = "nccl") {
+            return Err(Error::Distributed {
+                op: OP,
+                rank: 0,
+                world_size: 1,
+                message: "this build of tensorguard-distributed has no NCCL lane. Build with `--features nccl` (NCCL's libnccl.so.2 is loaded at run time; the build needs neither NCCL nor a GPU), or use Backend::Mpi, which stages cuda tensors through host memory.".into(),
+            });
+        }
+        let nccl = match opts.backend {
+            Backend::Nccl => Some(true),
+            Backend::Auto if cfg!(feature = "nccl") => None,
+            _ => Some(false),
+        };
         let backend = match opts.backend {
-            Backend::Auto if env::launched_by_mpi() => Backend::Mpi,
+            Backend::Auto | Backend::Nccl if env::launched_by_mpi() => Backend::Mpi,
             Backend::Auto => {
                 if let Some(n) = env::var_usize(OP, "WORLD_SIZE")?.filter(|n| *n > 1) {
                     return Err(Error::Distributed {
@@ -174,8 +179,8 @@ impl ProcessGroup {
             b => b,
         };
         let group = match backend {
-            Backend::Single => ProcessGroup::single(),
-            _ => ProcessGroup::mpi(&opts)?,
+            Backend::Single | Backend::Nccl => ProcessGroup::single_with(nccl == Some(true)),
+            _ => ProcessGroup::mpi(&opts, nccl)?,
         };
         env::check_against_env(OP, group.rank(), group.world_size())?;
         Ok(group)
@@ -189,18 +194,24 @@ impl ProcessGroup {
 
     /// The world of one process (rank 0 of 1): collectives are identities.
     pub fn single() -> ProcessGroup {
+        ProcessGroup::single_with(false)
+    }
+
+    fn single_with(nccl: bool) -> ProcessGroup {
         ProcessGroup {
             inner: Arc::new(Inner {
                 engine: Box::new(Single),
                 seq: AtomicU64::new(0),
                 timeout: GroupOptions::default().timeout,
                 pool: Arc::default(),
+                nccl,
+                lane: Lane::default(),
             }),
         }
     }
 
     #[cfg(feature = "mpi")]
-    fn mpi(opts: &GroupOptions) -> Result<ProcessGroup> {
+    fn mpi(opts: &GroupOptions, nccl: Option<bool>) -> Result<ProcessGroup> {
         let mut live = MPI_GROUP.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(inner) = live.as_ref().and_then(Weak::upgrade) {
             return Ok(ProcessGroup { inner });
@@ -212,18 +223,22 @@ impl ProcessGroup {
             live.is_some(),
             Arc::clone(&pool),
         )?;
+        // Auto: NCCL for cuda tensors once there is more than one rank
+        let nccl = nccl.unwrap_or(engine.world_size() > 1);
         let inner = Arc::new(Inner {
             engine: Box::new(engine),
             seq: AtomicU64::new(0),
             timeout: opts.timeout,
             pool,
+            nccl,
+            lane: Lane::default(),
         });
         *live = Some(Arc::downgrade(&inner));
         Ok(ProcessGroup { inner })
     }
 
     #[cfg(not(feature = "mpi"))]
-    fn mpi(_opts: &GroupOptions) -> Result<ProcessGroup> {
+    fn mpi(_opts: &GroupOptions, _nccl: Option<bool>) -> Result<ProcessGroup> {
         let _ = &MPI_GROUP;
         Err(Error::Distributed {
             op: "ProcessGroup::new",
@@ -254,12 +269,18 @@ impl ProcessGroup {
         self.inner.engine.name()
     }
 
+    /// Whether collectives of cuda tensors run on NCCL (else they are
+    /// staged through host memory and the engine).
+    pub fn uses_nccl(&self) -> bool {
+        self.inner.nccl
+    }
+
     /// The timeout of each collective.
     pub fn timeout(&self) -> Duration {
         self.inner.timeout
     }
 
-    fn error(&self, op: &'static str, message: String) -> Error {
+    pub(crate) fn error(&self, op: &'static str, message: String) -> Error {
         Error::Distributed {
             op,
             rank: self.rank(),
@@ -327,6 +348,13 @@ impl ProcessGroup {
     pub fn all_reduce_async(&self, t: &Tensor, op: ReduceOp) -> Result<Work> {
         const OP: &str = "all_reduce_";
         let site = Location::caller();
+        if lane::takes_lane(self.inner.nccl, t) {
+            let p = self.inner.lane.run(self, OP, t, |c| {
+                c.all_reduce_(t, op)?;
+                Ok(vec![t.alias()])
+            })?;
+            return Ok(self.nccl_work(OP, site, p));
+        }
         let rx = self.submit_reduction(OP, t, op, Collective::AllReduce)?;
         let n = self.world_size();
         let target = t.alias();
@@ -363,6 +391,13 @@ impl ProcessGroup {
                 ),
             ));
         }
+        if lane::takes_lane(self.inner.nccl, t) {
+            let p = self.inner.lane.run(self, OP, t, |c| {
+                c.broadcast_(t, src)?;
+                Ok(vec![t.alias()])
+            })?;
+            return Ok(self.nccl_work(OP, site, p));
+        }
         let buf = wire::stage(t, false, &self.inner.pool)?;
         let rx = self.submit(
             OP,
@@ -391,6 +426,15 @@ impl ProcessGroup {
     pub fn all_gather_async(&self, t: &Tensor) -> Result<Work> {
         const OP: &str = "all_gather";
         let site = Location::caller();
+        if lane::takes_lane(self.inner.nccl, t) {
+            let p = self.inner.lane.run(self, OP, t, |c| {
+                let all = c.all_gather(t)?;
+                (0..c.world_size())
+                    .map(|r| all.select(0, r as isize))
+                    .collect()
+            })?;
+            return Ok(self.nccl_work(OP, site, p));
+        }
         let buf = wire::stage(t, false, &self.inner.pool)?;
         let rx = self.submit(OP, Collective::AllGather, buf, Self::describe("gather", t));
         let (shape, dtype, device, n) =
@@ -430,6 +474,13 @@ impl ProcessGroup {
                 ),
             ));
         }
+        if lane::takes_lane(self.inner.nccl, t) {
+            let p = self
+                .inner
+                .lane
+                .run(self, OP, t, |c| Ok(vec![c.reduce_scatter(t, op)?]))?;
+            return Ok(self.nccl_work(OP, site, p));
+        }
         let rx = self.submit_reduction(OP, t, op, Collective::ReduceScatter)?;
         let mut shape = t.shape().to_vec();
         shape[0] /= n;
@@ -468,9 +519,20 @@ impl ProcessGroup {
             op,
             site,
             group: self.clone(),
-            rx,
-            ready: None,
-            finish: Some(Box::new(finish)),
+            state: State::Engine {
+                rx,
+                ready: None,
+                finish: Some(Box::new(finish)),
+            },
+        }
+    }
+
+    fn nccl_work(&self, op: &'static str, site: &'static Location<'static>, p: Pending) -> Work {
+        Work {
+            op,
+            site,
+            group: self.clone(),
+            state: State::Nccl(Some(p)),
         }
     }
 }
@@ -485,21 +547,35 @@ pub struct Work {
     op: &'static str,
     site: &'static Location<'static>,
     group: ProcessGroup,
-    rx: Receiver<Result<Buf>>,
-    ready: Option<Result<Buf>>,
-    finish: Option<Finish>,
+    state: State,
+}
+
+/// Where a collective runs: the engine's thread (answering on `rx`, the
+/// result written by `finish`) or NCCL on the GPU.
+enum State {
+    Engine {
+        rx: Receiver<Result<Buf>>,
+        ready: Option<Result<Buf>>,
+        finish: Option<Finish>,
+    },
+    Nccl(Option<Pending>),
 }
 
 impl Work {
     /// Whether the engine has finished the collective (the result is
     /// written by [`wait`](Work::wait), which then does not block).
     pub fn is_completed(&mut self) -> bool {
-        if self.ready.is_none() {
-            if let Ok(r) = self.rx.try_recv() {
-                self.ready = Some(r);
+        match &mut self.state {
+            State::Engine { rx, ready, finish } => {
+                if ready.is_none() {
+                    if let Ok(r) = rx.try_recv() {
+                        *ready = Some(r);
+                    }
+                }
+                ready.is_some() || finish.is_none()
             }
+            State::Nccl(p) => p.as_ref().is_none_or(Pending::is_completed),
         }
-        self.ready.is_some() || self.finish.is_none()
     }
 
     /// Wait for the collective, write its result and return its output
@@ -511,14 +587,23 @@ impl Work {
     }
 
     fn complete(&mut self) -> Result<Vec<Tensor>> {
-        let Some(finish) = self.finish.take() else {
+        let (rx, ready, finish) = match &mut self.state {
+            State::Engine { rx, ready, finish } => (rx, ready, finish),
+            State::Nccl(p) => {
+                return match p.take() {
+                    Some(p) => p.wait(&self.group, self.op, self.site),
+                    None => Ok(Vec::new()),
+                }
+            }
+        };
+        let Some(finish) = finish.take() else {
             return Ok(Vec::new());
         };
-        let got = match self.ready.take() {
+        let got = match ready.take() {
             Some(r) => r,
             // the engine answers every job within its timeout; the margin
             // covers the liveness check that follows a timeout
-            None => match self.rx.recv_timeout(self.group.timeout() * 2 + Duration::from_secs(30)) {
+            None => match rx.recv_timeout(self.group.timeout() * 2 + Duration::from_secs(30)) {
                 Ok(r) => r,
                 Err(_) => Err(self.group.error(
                     self.op,
@@ -582,6 +667,38 @@ mod tests {
                 "{e}"
             );
         }
+        Ok(())
+    }
+
+    #[test]
+    fn the_nccl_backend_needs_its_feature_and_leaves_host_tensors_to_the_engine() -> Result<()> {
+        if crate::launched_by_mpi() {
+            return Ok(());
+        }
+        let opts = GroupOptions {
+            backend: Backend::Nccl,
+            ..Default::default()
+        };
+        if cfg!(feature = "nccl") {
+            let pg = ProcessGroup::new(opts)?;
+            assert!(pg.uses_nccl() && pg.world_size() == 1);
+            // cpu and emu tensors never take the NCCL lane
+            for dev in [Device::Cpu, Device::Emulated(0)] {
+                let t = Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev)?;
+                pg.all_reduce_(&t, ReduceOp::Avg)?;
+                assert_eq!(t.to_vec::<f32>()?, vec![1.0, 2.0]);
+            }
+        } else {
+            let e = ProcessGroup::new(opts).unwrap_err().to_string();
+            assert!(
+                e.contains("--features nccl") && e.contains("Backend::Mpi"),
+                "{e}"
+            );
+        }
+        assert!(
+            !ProcessGroup::from_env()?.uses_nccl(),
+            "a world of one has no NCCL lane by default"
+        );
         Ok(())
     }
 

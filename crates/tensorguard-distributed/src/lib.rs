@@ -38,6 +38,7 @@ mod env;
 mod group;
 #[cfg(feature = "mpi")]
 mod mpi_engine;
+mod nccl;
 mod wire;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};

@@ -217,10 +217,16 @@ pub fn run(opts: &TrainOptions) -> Res<TrainReport> {
     let (rank, world_size) = group
         .as_ref()
         .map_or((0, 1), |g| (g.rank(), g.world_size()));
+    let collectives = match &group {
+        None => "none".to_string(),
+        Some(g) if g.uses_nccl() && matches!(dev, Device::Cuda(_)) => "nccl".to_string(),
+        Some(g) => g.backend_name().to_string(),
+    };
     Ok(TrainReport {
         device: dev,
         rank,
         world_size,
+        collectives,
         model: run.model.module().describe(),
         parameters: run.model.module().num_parameters(),
         epochs: history,

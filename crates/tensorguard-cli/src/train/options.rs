@@ -113,7 +113,9 @@ pub struct TrainOptions {
     pub no_progress: bool,
     /// Train data-parallel in the MPI group (automatic under `mpirun -np
     /// N`; needs a build with `--features mpi`). `--batch-size` is then
-    /// each process's batch, and each process reads its own shard.
+    /// each process's batch, and each process reads its own shard. A
+    /// build with `--features nccl` reduces cuda gradients on NCCL (alone:
+    /// a world of one, which runs the NCCL path on one GPU).
     #[arg(long)]
     pub distributed: bool,
 }

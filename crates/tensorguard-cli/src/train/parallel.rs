@@ -17,8 +17,15 @@ pub(super) fn join(opts: &TrainOptions) -> Res<Option<ProcessGroup>> {
     if !opts.distributed && !launched_by_mpi() {
         return Ok(None);
     }
+    // with NCCL built in, cuda tensors are reduced on NCCL (the ranks still
+    // come from MPI under mpirun; alone, a world of one on NCCL)
+    let backend = if cfg!(feature = "nccl") {
+        Backend::Nccl
+    } else {
+        Backend::Mpi
+    };
     let group = tg(ProcessGroup::new(GroupOptions {
-        backend: Backend::Mpi,
+        backend,
         ..Default::default()
     }))?;
     Ok(Some(group))

@@ -52,6 +52,10 @@ pub struct TrainReport {
     pub rank: usize,
     /// How many processes trained together (1 alone).
     pub world_size: usize,
+    /// How gradients were reduced across processes: `none` (not
+    /// data-parallel), `nccl` (on the GPU), `mpi` (through host memory) or
+    /// `single` (a data-parallel world of one).
+    pub collectives: String,
     /// The model, as `describe()` says.
     pub model: String,
     /// Its number of parameters.
@@ -114,8 +118,8 @@ impl fmt::Display for TrainReport {
             self.device,
             if self.world_size > 1 {
                 format!(
-                    " in each of {} processes (data-parallel; figures are rank {}'s, samples/s all ranks')",
-                    self.world_size, self.rank
+                    " in each of {} processes (data-parallel over {}; figures are rank {}'s, samples/s all ranks')",
+                    self.world_size, self.collectives, self.rank
                 )
             } else {
                 String::new()
