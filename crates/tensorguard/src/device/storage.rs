@@ -13,7 +13,7 @@ use crate::device::backend::{backend, Mark};
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
-use crate::memory::alloc::Buffer;
+use crate::memory::alloc::{arc_in_place, Buffer};
 use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
@@ -166,11 +166,13 @@ pub(crate) struct Storage {
 }
 
 impl Storage {
+    /// A storage of `bytes` from `device`'s allocator, for its current
+    /// stream. It is made in its `Arc`.
     pub(crate) fn new(
         device: &Device,
         bytes: usize,
         site: &'static Location<'static>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         let stream = super::current_stream_id(device);
         let buf = super::backend::alloc_buffer(device, stream, bytes, site)?;
         Ok(Storage::from_buffer(*device, buf, false))
@@ -178,25 +180,33 @@ impl Storage {
 
     /// Storage in pinned (page-locked) host memory from the pinned host
     /// allocator.
-    pub(crate) fn new_pinned(bytes: usize, site: &'static Location<'static>) -> Result<Storage> {
+    pub(crate) fn new_pinned(
+        bytes: usize,
+        site: &'static Location<'static>,
+    ) -> Result<Arc<Storage>> {
         let buf = Buffer::new_pinned(super::backend::pinned_allocator(), bytes, site)?;
         Ok(Storage::from_buffer(Device::Cpu, buf, true))
     }
 
-    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Storage {
-        Storage {
-            id: next_id(),
-            device,
-            alloc_stream: buf.stream(),
-            data: RwLock::new(buf),
-            version: AtomicU64::new(0),
-            last_write: Mutex::new(None),
-            uses: Mutex::new(Uses::default()),
-            pinned,
-            foreign: AtomicBool::new(false),
-            copies: CopyHistory::default(),
-            poison: OnceLock::new(),
-        }
+    /// The storage of `buf`, built in its `Arc` (Note [Built in place] in
+    /// `memory/alloc/in_place.rs`).
+    #[inline(always)]
+    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Arc<Storage> {
+        arc_in_place(|slot| {
+            slot.write(Storage {
+                id: next_id(),
+                device,
+                alloc_stream: buf.stream(),
+                data: RwLock::new(buf),
+                version: AtomicU64::new(0),
+                last_write: Mutex::new(None),
+                uses: Mutex::new(Uses::default()),
+                pinned,
+                foreign: AtomicBool::new(false),
+                copies: CopyHistory::default(),
+                poison: OnceLock::new(),
+            })
+        })
     }
 
     /// Whether this is pinned host memory.

@@ -217,7 +217,7 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
         let bytes = Tensor::bytes_for(shape, dtype)?;
-        let storage = Arc::new(Storage::new_pinned(bytes, site)?);
+        let storage = Storage::new_pinned(bytes, site)?;
         Ok(Tensor::from_parts(
             storage,
             Layout::contiguous(shape),

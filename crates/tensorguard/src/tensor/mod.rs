@@ -150,7 +150,7 @@ impl Tensor {
         device: &Device,
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
-        let storage = Arc::new(Storage::new(device, bytes, site)?);
+        let storage = Storage::new(device, bytes, site)?;
         Ok(Tensor::from_parts(storage, layout, dtype, false))
     }
 

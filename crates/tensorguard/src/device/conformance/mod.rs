@@ -205,7 +205,7 @@ impl Operand {
 /// A fresh storage of `bytes` on `device` (contents unspecified).
 #[track_caller]
 pub(super) fn alloc(device: &Device, bytes: usize) -> Result<Arc<Storage>> {
-    Ok(Arc::new(Storage::new(device, bytes, Location::caller())?))
+    Storage::new(device, bytes, Location::caller())
 }
 
 /// A host storage holding `bytes`.

@@ -9,6 +9,7 @@ mod caching;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod history;
+mod in_place;
 mod pinned;
 mod raw;
 mod snapshot;
@@ -20,6 +21,7 @@ pub use crate::oom_report::{LiveAllocation, OomReport};
 pub use crate::units::format_bytes;
 pub(crate) use access::{enter_device_thread, may_touch, PeerAccess};
 pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
+pub(crate) use in_place::arc_in_place;
 pub(crate) use raw::{DevicePtr, HostRaw, RawAlloc};
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
