@@ -353,6 +353,34 @@ fn repeated_copies_of_unchanged_data_warn_once_per_call_site() -> Result<()> {
     Ok(())
 }
 
+/// The detector counts per (call site, device) but warns once per call
+/// site, whichever device the copies went to first.
+#[test]
+fn one_site_copying_to_two_devices_warns_once_and_counts_each_device() -> Result<()> {
+    setup();
+    let _g = global_lock();
+    transfer::set_repeat_policy(RepeatPolicy::Warn);
+    let (d1, d2) = (Device::Emulated(21), Device::Emulated(22));
+    let x = Tensor::ones([256], DType::F32, &Device::Cpu)?;
+    let (b1, b2) = (transfer::stats_for(&d1), transfer::stats_for(&d2));
+    let line = line!() + 3; // the copy's line below
+    for _ in 0..4 {
+        for dev in [&d1, &d2] {
+            drop(x.to(dev)?);
+        }
+    }
+    let warned = warnings_mentioning(&format!("transfers.rs:{line}"));
+    assert_eq!(warned.len(), 1, "one warning per call site: {warned:?}");
+    assert!(warned[0].contains("emu:21"), "{}", warned[0]);
+    for (dev, before) in [(&d1, &b1), (&d2, &b2)] {
+        let r = transfer::stats_for(dev).since(before).repeated;
+        assert_eq!((r.copies, r.bytes), (3, 3 * 1024), "{dev}");
+    }
+    assert_no_live_memory(&d1);
+    assert_no_live_memory(&d2);
+    Ok(())
+}
+
 #[test]
 fn repeated_copies_can_be_an_error_or_ignored() -> Result<()> {
     setup();

@@ -2,13 +2,16 @@
 //! same device again and again (the article's `for data in dataset {
 //! data.to(cuda) }` run for several epochs).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::panic::Location;
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::rows::{self, Recent, Table};
 use super::CopyCounts;
 use crate::device_id::Device;
 use crate::error::{Error, Result};
@@ -65,14 +68,40 @@ pub fn set_repeat_threshold(copies: u32) {
     THRESHOLD.store(copies.max(2), Ordering::Relaxed);
 }
 
-#[derive(Default)]
-struct State {
-    /// Repeated copies per (call site, device).
-    wasted: HashMap<(&'static Location<'static>, Device), CopyCounts>,
-    warned: HashSet<&'static Location<'static>>,
+/// The repeated copies made at one call site to one device. A row lives as
+/// long as the process and is found through the calling thread's cache of
+/// recent rows (as the ledger's are, `rows::row`), so a copy repeated in a
+/// loop counts itself with two relaxed adds: no global lock, no hashing.
+struct WasteCell {
+    copies: AtomicU64,
+    bytes: AtomicU64,
+    /// Set once this row's site was considered for the warning (warned, or
+    /// found warned already for another device): later copies skip the set.
+    seen: AtomicBool,
 }
 
-static STATE: LazyLock<Mutex<State>> = LazyLock::new(|| Mutex::new(State::default()));
+impl WasteCell {
+    fn counts(&self) -> CopyCounts {
+        CopyCounts {
+            copies: self.copies.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            time: Duration::ZERO,
+        }
+    }
+}
+
+/// A row's key: the call site (by address, as the ledger's) and the device.
+type SiteDevice = (usize, Device);
+
+static WASTED: Table<SiteDevice, WasteCell> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+thread_local! {
+    static RECENT: Recent<SiteDevice, WasteCell> = const { RefCell::new(Vec::new()) };
+}
+
+/// The call sites warned about (once per site, over all devices).
+static WARNED: LazyLock<Mutex<HashSet<&'static Location<'static>>>> =
+    LazyLock::new(|| Mutex::new(HashSet::new()));
 
 /// One entry of a [`CopyHistory`].
 #[derive(Clone, Copy)]
@@ -147,11 +176,17 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     if count < 2 {
         return Ok(());
     }
-    let mut st = STATE.lock();
-    let w = st.wasted.entry((c.site, c.device)).or_default();
-    w.copies += 1;
-    w.bytes += c.bytes as u64;
-    let at_site = *w;
+    let key = (std::ptr::from_ref(c.site) as usize, c.device);
+    let w = rows::row(&WASTED, &RECENT, key, || WasteCell {
+        copies: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+        seen: AtomicBool::new(false),
+    });
+    let at_site = CopyCounts {
+        copies: w.copies.fetch_add(1, Ordering::Relaxed) + 1,
+        bytes: w.bytes.fetch_add(c.bytes as u64, Ordering::Relaxed) + c.bytes as u64,
+        time: Duration::ZERO,
+    };
     let wasted = at_site.bytes;
     if count < u64::from(THRESHOLD.load(Ordering::Relaxed)) {
         return Ok(());
@@ -167,8 +202,10 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
             location: c.site,
         }),
         _ => {
-            if crate::warnings::enabled() && st.warned.insert(c.site) {
-                drop(st);
+            if crate::warnings::enabled()
+                && !w.seen.swap(true, Ordering::Relaxed)
+                && WARNED.lock().insert(c.site)
+            {
                 crate::warnings::warn(
                     "tensorguard::transfer",
                     format_args!(
@@ -190,9 +227,9 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
 /// Repeated copies, to `device` or to any device.
 pub(crate) fn repeated(device: Option<&Device>) -> CopyCounts {
     let mut t = CopyCounts::default();
-    for ((_, d), c) in STATE.lock().wasted.iter() {
+    for ((_, d), w) in WASTED.lock().iter() {
         if device.is_none_or(|x| x == d) {
-            t.add(c);
+            t.add(&w.counts());
         }
     }
     t
@@ -200,16 +237,22 @@ pub(crate) fn repeated(device: Option<&Device>) -> CopyCounts {
 
 /// Repeated copies made at `site` to `device`.
 pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> CopyCounts {
-    STATE
+    WASTED
         .lock()
-        .wasted
-        .get(&(site, *device))
-        .copied()
+        .get(&(std::ptr::from_ref(site) as usize, *device))
+        .map(|w| w.counts())
         .unwrap_or_default()
 }
 
+/// Zero every row and forget the warned sites. (A copy counting itself
+/// while this runs may keep its count: `reset` is not ordered with copies
+/// on other threads, as the ledger's is not.)
 pub(crate) fn reset() {
-    let mut st = STATE.lock();
-    st.wasted.clear();
-    st.warned.clear();
+    let mut warned = WARNED.lock();
+    for w in WASTED.lock().values() {
+        w.copies.store(0, Ordering::Relaxed);
+        w.bytes.store(0, Ordering::Relaxed);
+        w.seen.store(false, Ordering::Relaxed);
+    }
+    warned.clear();
 }
