@@ -1,7 +1,8 @@
 //! Device-runtime benchmarks, each next to its reference measured in the same
 //! run (issue "Device runtime"): a cached allocate+free pair vs an uncached
 //! one, op dispatch on the emulated device vs cpu, and allocator throughput
-//! under 2 threads vs 1. `python3 scripts/bench_report.py` prints the ratios.
+//! under 2 threads vs 1 (next to the system allocator's, which shows what
+//! the machine allows). `python3 scripts/bench_report.py` prints the ratios.
 //!
 //! The public API has no raw allocator, so allocation is measured through
 //! `Tensor::empty` (which only allocates; it launches no kernel on any device)
@@ -12,8 +13,11 @@
 //! Run: `cargo bench -p tensorguard --bench device -- --noplot` (about 40 s of measuring).
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tensorguard::{device, memory, DType, Device, Tensor};
 
@@ -137,23 +141,55 @@ fn dispatch(c: &mut Criterion) {
     g.finish();
 }
 
-/// Time for `iters` create+drop pairs of 1 KiB cpu tensors split over
-/// `threads` threads, all hammering the cpu allocator at once. Returns the
-/// wall time, so criterion reports wall time per pair (total throughput).
-fn hammer(iters: u64, threads: u64) -> Duration {
-    let cpu = Device::Cpu;
-    let per = iters.div_ceil(threads);
-    let start = Instant::now();
+/// A create+drop pair of a 1 KiB cpu tensor.
+fn tensor_pair() {
+    drop(black_box(
+        Tensor::empty([N1K], DType::F32, &Device::Cpu).unwrap(),
+    ));
+}
+
+/// The peer: the system allocator's 1 KiB pair (malloc's own alignment),
+/// whose scaling from one thread to two is what this machine allows.
+fn system_pair() {
+    drop(black_box(vec![0u8; black_box(4 * N1K)]));
+}
+
+/// Benchmark `work` run `iters` times in all, split over `threads` threads
+/// started once for the whole benchmark: each timed run wakes them through
+/// a barrier and waits for all of them at another, so the time is wall
+/// time per pair (total throughput) without thread starts in it (starting
+/// two threads per run made the two-thread figure vary by 2x).
+fn crew(g: &mut criterion::BenchmarkGroup<'_, WallTime>, name: &str, threads: u64, work: fn()) {
+    const STOP: u64 = u64::MAX;
+    let start = Barrier::new(threads as usize + 1);
+    let done = Barrier::new(threads as usize + 1);
+    let per = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| {
-                for _ in 0..per {
-                    drop(black_box(Tensor::empty([N1K], DType::F32, &cpu).unwrap()));
+            s.spawn(|| loop {
+                start.wait();
+                let n = per.load(Ordering::Acquire);
+                if n == STOP {
+                    break;
                 }
+                for _ in 0..n {
+                    work();
+                }
+                done.wait();
             });
         }
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                per.store(iters.div_ceil(threads), Ordering::Release);
+                let t0 = Instant::now();
+                start.wait();
+                done.wait();
+                t0.elapsed()
+            })
+        });
+        per.store(STOP, Ordering::Release);
+        start.wait();
     });
-    start.elapsed()
 }
 
 fn alloc_threads(c: &mut Criterion) {
@@ -161,10 +197,11 @@ fn alloc_threads(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    drop(Tensor::empty([N1K], DType::F32, &Device::Cpu).unwrap());
-    // both go through `thread::scope`, so the spawn cost is in both
-    g.bench_function("one_thread", |b| b.iter_custom(|iters| hammer(iters, 1)));
-    g.bench_function("two_threads", |b| b.iter_custom(|iters| hammer(iters, 2)));
+    tensor_pair();
+    crew(&mut g, "one_thread", 1, tensor_pair);
+    crew(&mut g, "two_threads", 2, tensor_pair);
+    crew(&mut g, "system_one_thread", 1, system_pair);
+    crew(&mut g, "system_two_threads", 2, system_pair);
     g.finish();
 }
 
