@@ -73,6 +73,7 @@ pub fn set_repeat_threshold(copies: u32) {
 /// recent rows (as the ledger's are, `rows::row`), so a copy repeated in a
 /// loop counts itself with two relaxed adds: no global lock, no hashing.
 struct WasteCell {
+    site: &'static Location<'static>,
     copies: AtomicU64,
     bytes: AtomicU64,
     /// Set once this row's site was considered for the warning (warned, or
@@ -178,6 +179,7 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     }
     let key = (std::ptr::from_ref(c.site) as usize, c.device);
     let w = rows::row(&WASTED, &RECENT, key, || WasteCell {
+        site: c.site,
         copies: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
         seen: AtomicBool::new(false),
@@ -235,13 +237,17 @@ pub(crate) fn repeated(device: Option<&Device>) -> CopyCounts {
     t
 }
 
-/// Repeated copies made at `site` to `device`.
+/// Repeated copies made at `site` to `device`. Sites compare by value
+/// here, as the ledger's report merges them: one call site can have
+/// several `Location` statics (a generic caller, once per instance).
 pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> CopyCounts {
-    WASTED
-        .lock()
-        .get(&(std::ptr::from_ref(site) as usize, *device))
-        .map(|w| w.counts())
-        .unwrap_or_default()
+    let mut t = CopyCounts::default();
+    for ((_, d), w) in WASTED.lock().iter() {
+        if d == device && w.site == site {
+            t.add(&w.counts());
+        }
+    }
+    t
 }
 
 /// Zero every row and forget the warned sites. (A copy counting itself
