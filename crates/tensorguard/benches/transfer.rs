@@ -107,10 +107,11 @@ fn ledger(c: &mut Criterion) {
     for (name, on) in [("h2d_1KiB_on", true), ("h2d_1KiB_off", false)] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                copies(!on, iters.min(RUN_BEFORE));
-                let t0 = Instant::now();
-                copies(on, iters);
-                t0.elapsed()
+                paired(
+                    1,
+                    || copies(!on, iters.min(RUN_BEFORE)),
+                    || copies(on, iters),
+                )
             })
         });
     }

@@ -5,13 +5,12 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::rows::{self, Recent, Table};
+use super::rows::{self, Recent, Table, Tally};
 use super::CopyCounts;
 use crate::device_id::Device;
 use crate::error::{Error, Result};
@@ -74,21 +73,10 @@ pub fn set_repeat_threshold(copies: u32) {
 /// loop counts itself with two relaxed adds: no global lock, no hashing.
 struct WasteCell {
     site: &'static Location<'static>,
-    copies: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
     /// Set once this row's site was considered for the warning (warned, or
     /// found warned already for another device): later copies skip the set.
     seen: AtomicBool,
-}
-
-impl WasteCell {
-    fn counts(&self) -> CopyCounts {
-        CopyCounts {
-            copies: self.copies.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            time: Duration::ZERO,
-        }
-    }
 }
 
 /// A row's key: the call site (by address, as the ledger's) and the device.
@@ -180,15 +168,10 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
     let key = (std::ptr::from_ref(c.site) as usize, c.device);
     let w = rows::row(&WASTED, &RECENT, key, || WasteCell {
         site: c.site,
-        copies: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
+        tally: Tally::default(),
         seen: AtomicBool::new(false),
     });
-    let at_site = CopyCounts {
-        copies: w.copies.fetch_add(1, Ordering::Relaxed) + 1,
-        bytes: w.bytes.fetch_add(c.bytes as u64, Ordering::Relaxed) + c.bytes as u64,
-        time: Duration::ZERO,
-    };
+    let at_site = w.tally.add(c.bytes);
     let wasted = at_site.bytes;
     if count < u64::from(THRESHOLD.load(Ordering::Relaxed)) {
         return Ok(());
@@ -205,6 +188,8 @@ pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
         }),
         _ => {
             if crate::warnings::enabled()
+                // a load first: past the first warning, no write per copy
+                && !w.seen.load(Ordering::Relaxed)
                 && !w.seen.swap(true, Ordering::Relaxed)
                 && WARNED.lock().insert(c.site)
             {
@@ -231,7 +216,7 @@ pub(crate) fn repeated(device: Option<&Device>) -> CopyCounts {
     let mut t = CopyCounts::default();
     for ((_, d), w) in WASTED.lock().iter() {
         if device.is_none_or(|x| x == d) {
-            t.add(&w.counts());
+            t.add(&w.tally.get());
         }
     }
     t
@@ -244,7 +229,7 @@ pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> 
     let mut t = CopyCounts::default();
     for ((_, d), w) in WASTED.lock().iter() {
         if d == device && w.site == site {
-            t.add(&w.counts());
+            t.add(&w.tally.get());
         }
     }
     t
@@ -256,8 +241,7 @@ pub(crate) fn repeated_at(site: &'static Location<'static>, device: &Device) -> 
 pub(crate) fn reset() {
     let mut warned = WARNED.lock();
     for w in WASTED.lock().values() {
-        w.copies.store(0, Ordering::Relaxed);
-        w.bytes.store(0, Ordering::Relaxed);
+        w.tally.clear();
         w.seen.store(false, Ordering::Relaxed);
     }
     warned.clear();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::rows::{self, Recent, Table};
+use super::rows::{self, Recent, Table, Tally};
 use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
 use crate::device_id::Device;
 use crate::units::format_bytes;
@@ -33,8 +33,7 @@ struct Key {
 /// run.
 pub(crate) struct SiteCell {
     site: &'static Location<'static>,
-    copies: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
     /// Written by the stream worker after the copy ran: on its own cache
     /// line, away from the counters the host writes.
     nanos: Padded,
@@ -54,9 +53,8 @@ impl SiteCell {
 
     fn counts(&self) -> CopyCounts {
         CopyCounts {
-            copies: self.copies.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
             time: Duration::from_nanos(self.nanos.0.load(Ordering::Relaxed)),
+            ..self.tally.get()
         }
     }
 }
@@ -102,12 +100,10 @@ pub(crate) fn account(
         };
         let cell = rows::row(&LEDGER, &RECENT, key, || SiteCell {
             site,
-            copies: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
             nanos: Padded(AtomicU64::new(0)),
         });
-        cell.copies.fetch_add(1, Ordering::Relaxed);
-        cell.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        cell.tally.add(bytes);
         cell
     });
     Accounting {
@@ -147,8 +143,7 @@ pub fn stats_for(device: &Device) -> TransferStats {
 /// remembers the version it was last copied at.)
 pub fn reset() {
     for cell in LEDGER.lock().values() {
-        cell.copies.store(0, Ordering::Relaxed);
-        cell.bytes.store(0, Ordering::Relaxed);
+        cell.tally.clear();
         cell.nanos.0.store(0, Ordering::Relaxed);
     }
     detector::reset();

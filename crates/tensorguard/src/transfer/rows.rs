@@ -6,10 +6,14 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
 use std::thread::LocalKey;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+
+use super::CopyCounts;
 
 /// How many rows a thread remembers per table.
 const CACHED_ROWS: usize = 4;
@@ -52,4 +56,39 @@ pub(crate) fn row<K: Copy + Eq + Hash + 'static, V: Sync + 'static>(
         r.push((key, cell));
     });
     cell
+}
+
+/// The copies and bytes of one row, counted with relaxed adds (a row's
+/// readers only sum them up).
+#[derive(Default)]
+pub(crate) struct Tally {
+    copies: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Tally {
+    /// Count one copy of `bytes`; returns the row's counts including it.
+    pub(crate) fn add(&self, bytes: usize) -> CopyCounts {
+        let bytes = bytes as u64;
+        CopyCounts {
+            copies: self.copies.fetch_add(1, Ordering::Relaxed) + 1,
+            bytes: self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes,
+            time: Duration::ZERO,
+        }
+    }
+
+    /// The counts so far (no time: a tally does not keep one).
+    pub(crate) fn get(&self) -> CopyCounts {
+        CopyCounts {
+            copies: self.copies.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            time: Duration::ZERO,
+        }
+    }
+
+    /// Back to zero ([`crate::transfer::reset`]).
+    pub(crate) fn clear(&self) {
+        self.copies.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+    }
 }

@@ -277,6 +277,11 @@ mod tests {
         use super::super::magazine::{Slot, MAGAZINE_CAPACITY};
         assert_eq!(std::mem::align_of::<Slot>(), 128);
         assert_eq!(std::mem::size_of::<Slot>() % 128, 0);
+        // the blocks are inside the slot, not behind a pointer to the heap
+        assert!(
+            std::mem::size_of::<Slot>()
+                >= MAGAZINE_CAPACITY * std::mem::size_of::<super::super::Allocation>()
+        );
         let (a, _raw) = host(None);
         let blocks: Vec<_> = (0..MAGAZINE_CAPACITY)
             .map(|_| alloc_at_one_site(&a, KIB, 0))
