@@ -918,3 +918,117 @@ fn harness_skips_an_unavailable_cuda_and_fails_an_unavailable_emu() -> Result<()
     assert!(err.to_string().contains("does not exist"), "{err}");
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// Lending host memory as a slice (`with_host_data`, `with_host_data_mut`)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn lent_host_memory_is_the_tensor_itself_and_a_lent_write_is_a_write_in_place() -> Result<()> {
+    let cpu = Device::Cpu;
+    let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [4], &cpu)?;
+    let view = t.slice(0, 1..3)?;
+    // a contiguous view lends its own window of the storage
+    assert_eq!(view.with_host_data(|xs: &[f32]| xs.to_vec())?, [2.0, 3.0]);
+    let line = line!() + 1;
+    let n = view.with_host_data_mut(|xs: &mut [f32]| {
+        xs.iter_mut().for_each(|x| *x *= 10.0);
+        xs.len()
+    })?;
+    assert_eq!(n, 2);
+    // the write is in the tensor, seen through every handle, and counted
+    assert_eq!(t.to_vec::<f32>()?, [1.0, 20.0, 30.0, 4.0]);
+    assert_eq!((t.version(), view.version()), (1, 1));
+    let site = t
+        .last_write_location()
+        .expect("a lent write records its site");
+    assert_eq!((site.file(), site.line()), (file!(), line));
+    // reading bumps nothing
+    t.with_host_data(|_: &[f32]| ())?;
+    assert_eq!(t.version(), 1);
+    // bool is lent as bytes of 0 and 1
+    let b = Tensor::from_vec(vec![true, false, true], [3], &cpu)?;
+    assert_eq!(b.with_host_data(|xs: &[u8]| xs.to_vec())?, [1, 0, 1]);
+    b.with_host_data_mut(|xs: &mut [u8]| xs[1] = 1)?;
+    assert_eq!(b.to_vec::<bool>()?, [true, true, true]);
+    Ok(())
+}
+
+#[test]
+fn lending_refuses_device_memory_strided_views_other_dtypes_and_tracked_writes() -> Result<()> {
+    let emu = common::fresh_emu();
+    let e = Tensor::zeros([4], DType::F32, &emu)?;
+    let err = e.with_host_data(|_: &[f32]| ()).unwrap_err().to_string();
+    assert!(
+        err.contains(&emu.to_string()) && err.contains("to(&Device::Cpu)"),
+        "{err}"
+    );
+    assert!(e.with_host_data_mut(|_: &mut [f32]| ()).is_err());
+    drop(e);
+    common::assert_no_live_memory(&emu);
+
+    let cpu = Device::Cpu;
+    let m = Tensor::zeros([2, 3], DType::F32, &cpu)?.t()?;
+    let err = m.with_host_data(|_: &[f32]| ()).unwrap_err().to_string();
+    assert!(
+        err.contains("not contiguous") && err.contains("[1, 3]"),
+        "{err}"
+    );
+    let err = m.contiguous()?.with_host_data(|_: &[f64]| ()).unwrap_err();
+    assert!(
+        matches!(err, Error::DTypeMismatch { .. }) && err.to_string().contains("to_dtype"),
+        "{err}"
+    );
+    // u8 reads bool, never another dtype
+    assert!(Tensor::zeros([2], DType::I32, &cpu)?
+        .with_host_data(|_: &[u8]| ())
+        .is_err());
+
+    // autograd cannot see a write through a slice: refused while it records
+    let w = Tensor::ones([3], DType::F32, &cpu)?.requires_grad(true)?;
+    let err = w
+        .with_host_data_mut(|_: &mut [f32]| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("requires grad") && err.contains("no_grad"),
+        "{err}"
+    );
+    assert_eq!(w.version(), 0);
+    // reading it is fine, and so is an optimizer-style write under no_grad
+    assert_eq!(w.with_host_data(|xs: &[f32]| xs.len())?, 3);
+    tensorguard::autograd::no_grad(|| w.with_host_data_mut(|xs: &mut [f32]| xs[0] = 5.0))?;
+    assert_eq!((w.to_vec::<f32>()?[0], w.version()), (5.0, 1));
+    Ok(())
+}
+
+test_device!(
+    lending_waits_for_a_pending_copy_into_pinned_memory,
+    lending_waits_for_a_pending_copy_into_pinned_memory_cpu,
+    lending_waits_for_a_pending_copy_into_pinned_memory_emu,
+    lending_waits_for_a_pending_copy_into_pinned_memory_cuda
+);
+fn lending_waits_for_a_pending_copy_into_pinned_memory(dev: &Device) -> Result<()> {
+    let nb = tensorguard::transfer::CopyOpts {
+        non_blocking: true,
+        ..Default::default()
+    };
+    for round in 0..20 {
+        // slow work first, so the copy queued after it is still pending
+        let a = Tensor::full([128, 128], 1.0 / 128.0, DType::F32, dev)?;
+        let x = a.matmul(&a)?.matmul(&a)?.add(round as f32)?;
+        let host = x.to_with(&Device::Cpu, nb)?;
+        let sum =
+            host.with_host_data(|xs: &[f32]| xs.iter().map(|&v| f64::from(v)).sum::<f64>())?;
+        let want = 128.0 * 128.0 * (1.0 / 128.0 + f64::from(round));
+        assert!(
+            (sum - want).abs() < 1e-2 * want.max(1.0),
+            "round {round}: {sum} vs {want}"
+        );
+        // a lent write waits too, and lands after the copy
+        let y = x.to_with(&Device::Cpu, nb)?;
+        y.with_host_data_mut(|xs: &mut [f32]| xs[0] = -1.0)?;
+        assert_eq!(y.to_vec::<f32>()?[0], -1.0);
+    }
+    Ok(())
+}

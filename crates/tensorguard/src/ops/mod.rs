@@ -12,6 +12,7 @@ mod display;
 mod elementwise;
 mod index;
 mod inplace;
+mod lend;
 mod matmul;
 mod read;
 mod reduce;

@@ -35,7 +35,7 @@ mod sealed {
 pub trait HostElement: Element + bytemuck::Pod + sealed::Sealed {}
 impl<T: Element + bytemuck::Pod + sealed::Sealed> HostElement for T {}
 
-fn accepts<T: HostElement>(dtype: DType) -> bool {
+pub(crate) fn accepts<T: HostElement>(dtype: DType) -> bool {
     T::DTYPE == dtype || (T::DTYPE == DType::U8 && dtype == DType::Bool)
 }
 
@@ -112,6 +112,32 @@ fn window<T>(op: &'static str, layout: &Layout, all: &[T]) -> Result<std::ops::R
     Ok(range)
 }
 
+/// The contiguous elements of an operand of `layout` and `dtype` in the
+/// storage `bytes`, as `T`: the one check of element type, contiguity and
+/// bounds for host views (custom kernels and [`Tensor::with_host_data`](crate::Tensor::with_host_data)).
+pub(crate) fn contiguous_view<'a, T: HostElement>(
+    op: &'static str,
+    dtype: DType,
+    layout: &Layout,
+    bytes: &'a [u8],
+) -> Result<&'a [T]> {
+    let all = cast(op, dtype, bytes)?;
+    let range = window(op, layout, all)?;
+    Ok(&all[range])
+}
+
+/// [`contiguous_view`], writable.
+pub(crate) fn contiguous_view_mut<'a, T: HostElement>(
+    op: &'static str,
+    dtype: DType,
+    layout: &Layout,
+    bytes: &'a mut [u8],
+) -> Result<&'a mut [T]> {
+    let all = cast_mut(op, dtype, bytes)?;
+    let range = window(op, layout, all)?;
+    Ok(&mut all[range])
+}
+
 /// A host kernel's read-only view of one input of a custom op: its dtype,
 /// shape, strides and offset (in elements) into its storage's elements.
 ///
@@ -177,9 +203,7 @@ impl<'a> HostTensor<'a> {
     /// The tensor's own elements, in row-major order, when it is
     /// contiguous; an error when it is not or when `T` is not its dtype.
     pub fn contiguous<T: HostElement>(&self) -> Result<&'a [T]> {
-        let all = self.as_slice::<T>()?;
-        let range = window(self.op, self.layout, all)?;
-        Ok(&all[range])
+        contiguous_view(self.op, self.dtype, self.layout, self.bytes)
     }
 }
 
@@ -199,10 +223,7 @@ impl HostTensorMut<'_> {
     /// The tensor's own elements, writable, in row-major order (an output
     /// is always contiguous); an error when `T` is not its dtype.
     pub fn contiguous_mut<T: HostElement>(&mut self) -> Result<&mut [T]> {
-        let (op, layout) = (self.op, self.layout);
-        let all = self.as_mut_slice::<T>()?;
-        let range = window(op, layout, all)?;
-        Ok(&mut all[range])
+        contiguous_view_mut(self.op, self.dtype, self.layout, self.bytes)
     }
 }
 

@@ -1,0 +1,138 @@
+//! Lending a host tensor's memory, as a slice, to code that needs one: a
+//! communication library (MPI), a C function, a parser writing in place.
+//! The tensor stays where the allocator put it (no copy); its lock is held
+//! while the slice is lent, so no op reads or writes it meanwhile.
+
+use std::panic::Location;
+
+use crate::autograd::{is_grad_enabled, HostElement};
+use crate::device::cpu::custom::{accepts, contiguous_view, contiguous_view_mut};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Lend this host tensor's elements to `f` as a slice, in row-major
+    /// order, without copying them; returns what `f` returns.
+    ///
+    /// The tensor must be on the cpu (device memory is not host memory:
+    /// copy it with [`to`](Tensor::to) first), contiguous, and of `T`'s
+    /// dtype (`u8` also reads `bool`, stored as one byte of 0 or 1). Queued
+    /// device work that writes it (a pending non-blocking copy into pinned
+    /// memory) is waited for first. While `f` runs the tensor is locked for
+    /// reading: ops that write it from other threads wait, and `f` itself
+    /// must not write it through another op (that op would wait for `f`).
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &Device::Cpu)?;
+    /// let sum = t.with_host_data(|xs: &[f32]| xs.iter().sum::<f32>())?;
+    /// assert_eq!(sum, 6.0);
+    /// // a transposed view is not contiguous: lend a contiguous copy
+    /// let m = Tensor::from_vec(vec![1i64, 2, 3, 4], [2, 2], &Device::Cpu)?.t()?;
+    /// assert!(m.with_host_data(|_: &[i64]| ()).is_err());
+    /// assert_eq!(m.contiguous()?.with_host_data(|xs: &[i64]| xs.to_vec())?, [1, 3, 2, 4]);
+    /// # Ok::<(), tensorguard::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn with_host_data<T: HostElement, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        const OP: &str = "with_host_data";
+        self.check_lendable::<T>(OP)?;
+        let storage = self.storage();
+        storage.sync_for_host_read(OP)?;
+        let guard = storage.data.read();
+        let data = contiguous_view::<T>(OP, self.dtype(), self.layout(), guard.host_bytes()?)?;
+        Ok(f(data))
+    }
+
+    /// Lend this host tensor's elements to `f` as a writable slice: what
+    /// `f` writes is the tensor's new value, a write in place like
+    /// [`copy_`](Tensor::copy_) (the version counter is bumped and this
+    /// call site recorded as the last writer, so a backward that saved the
+    /// tensor sees that it changed).
+    ///
+    /// The conditions of [`with_host_data`](Tensor::with_host_data) hold,
+    /// and the tensor is locked for writing while `f` runs. While grad mode
+    /// is on, a tensor that requires grad is refused: autograd cannot see a
+    /// write through a slice (write under [`no_grad`](crate::autograd::no_grad),
+    /// as an optimizer step does). A `bool` tensor lent as `u8` must be
+    /// written with 0 and 1 only.
+    ///
+    /// ```
+    /// use tensorguard::{DType, Device, Tensor};
+    /// let t = Tensor::zeros([4], DType::I32, &Device::Cpu)?;
+    /// t.with_host_data_mut(|xs: &mut [i32]| {
+    ///     for (i, x) in xs.iter_mut().enumerate() {
+    ///         *x = i as i32 * 10;
+    ///     }
+    /// })?;
+    /// assert_eq!(t.to_vec::<i32>()?, [0, 10, 20, 30]);
+    /// assert_eq!(t.version(), 1);
+    /// # Ok::<(), tensorguard::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn with_host_data_mut<T: HostElement, R>(
+        &self,
+        f: impl FnOnce(&mut [T]) -> R,
+    ) -> Result<R> {
+        const OP: &str = "with_host_data_mut";
+        let site = Location::caller();
+        self.check_lendable::<T>(OP)?;
+        if is_grad_enabled() && self.is_requires_grad() {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "the tensor of shape {:?} requires grad, and autograd cannot see a write through a slice. Write under `tensorguard::autograd::no_grad(|| ...)` (as an optimizer step does), or lend `detach()` of a tensor that is not part of a graph.",
+                    self.shape()
+                ),
+            ));
+        }
+        let storage = self.storage();
+        // memory written by a failed kernel is never read, nor written again
+        storage.check_poison(OP)?;
+        storage.sync_for_host_write(OP)?;
+        let mut guard = storage.data.write();
+        let data =
+            contiguous_view_mut::<T>(OP, self.dtype(), self.layout(), guard.host_bytes_mut()?)?;
+        let r = f(data);
+        drop(guard);
+        storage.bump_version(site);
+        Ok(r)
+    }
+
+    /// Why this tensor's memory cannot be lent to a slice of `T`, if so.
+    fn check_lendable<T: HostElement>(&self, op: &'static str) -> Result<()> {
+        let device = self.device();
+        if !device.is_cpu() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "the tensor is on {device}, whose memory the host cannot address. Copy it to the host first (`t.to(&Device::Cpu)?`) and lend that."
+                ),
+            ));
+        }
+        if !self.is_contiguous() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "a tensor of shape {:?} with strides {:?} is not contiguous, so its elements are not one slice. Lend `t.contiguous()?` (a copy when it is not contiguous).",
+                    self.shape(),
+                    self.layout().strides.as_slice()
+                ),
+            ));
+        }
+        if !accepts::<T>(self.dtype()) {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                found: T::DTYPE,
+                message: format!(
+                    "the tensor has dtype {} but its elements were asked for as {}. Lend it as its own element type, or convert first with `.to_dtype(DType::{:?})?`.",
+                    self.dtype(),
+                    T::DTYPE,
+                    T::DTYPE
+                ),
+            });
+        }
+        Ok(())
+    }
+}
