@@ -21,7 +21,7 @@ use tensorguard::{Error, Result, Tensor};
 use crate::engine::{Collective, Engine, Job, Single};
 use crate::env;
 use crate::nccl::{self as lane, Lane, Pending};
-use crate::wire::{self, Buf, Pool};
+use crate::wire::{self, Buf};
 
 /// How a reduction combines the ranks' values (PyTorch's `ReduceOp`): the
 /// core's, which its NCCL collectives take too.
@@ -84,8 +84,6 @@ struct Inner {
     engine: Box<dyn Engine>,
     seq: AtomicU64,
     timeout: Duration,
-    /// Note [Staging buffers] (shared with the engine).
-    pool: Arc<Pool>,
     /// cuda tensors take the NCCL lane (Note [NCCL lane]).
     nccl: bool,
     lane: Lane,
@@ -203,7 +201,6 @@ impl ProcessGroup {
                 engine: Box::new(Single),
                 seq: AtomicU64::new(0),
                 timeout: GroupOptions::default().timeout,
-                pool: Arc::default(),
                 nccl,
                 lane: Lane::default(),
             }),
@@ -216,20 +213,14 @@ impl ProcessGroup {
         if let Some(inner) = live.as_ref().and_then(Weak::upgrade) {
             return Ok(ProcessGroup { inner });
         }
-        let pool = Arc::new(Pool::default());
-        let engine = crate::mpi_engine::MpiEngine::start(
-            opts.timeout,
-            opts.verify,
-            live.is_some(),
-            Arc::clone(&pool),
-        )?;
+        let engine =
+            crate::mpi_engine::MpiEngine::start(opts.timeout, opts.verify, live.is_some())?;
         // Auto: NCCL for cuda tensors once there is more than one rank
         let nccl = nccl.unwrap_or(engine.world_size() > 1);
         let inner = Arc::new(Inner {
             engine: Box::new(engine),
             seq: AtomicU64::new(0),
             timeout: opts.timeout,
-            pool,
             nccl,
             lane: Lane::default(),
         });
@@ -331,7 +322,7 @@ impl ProcessGroup {
             ReduceOp::Avg => ReduceOp::Sum,
             w => w,
         };
-        let buf = wire::stage(t, true, &self.inner.pool)?;
+        let buf = wire::stage(t, true)?;
         Ok(self.submit(name, what(wire), buf, Self::describe(&op.to_string(), t)))
     }
 
@@ -358,12 +349,11 @@ impl ProcessGroup {
         let rx = self.submit_reduction(OP, t, op, Collective::AllReduce)?;
         let n = self.world_size();
         let target = t.alias();
-        let pool = Arc::clone(&self.inner.pool);
-        Ok(self.work(OP, site, rx, move |mut buf| {
+        Ok(self.work(OP, site, rx, move |buf| {
             if op == ReduceOp::Avg {
-                buf.divide(n);
+                buf.divide(n)?;
             }
-            let src = wire::unstage(buf, target.shape(), target.dtype(), &pool)?;
+            let src = wire::unstage(buf, target.shape(), target.dtype())?;
             target.copy_(&src)?;
             Ok(vec![target])
         }))
@@ -398,7 +388,7 @@ impl ProcessGroup {
             })?;
             return Ok(self.nccl_work(OP, site, p));
         }
-        let buf = wire::stage(t, false, &self.inner.pool)?;
+        let buf = wire::stage(t, false)?;
         let rx = self.submit(
             OP,
             Collective::Broadcast { root: src },
@@ -406,9 +396,8 @@ impl ProcessGroup {
             Self::describe(&format!("from rank {src}"), t),
         );
         let target = t.alias();
-        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |buf| {
-            let src = wire::unstage(buf, target.shape(), target.dtype(), &pool)?;
+            let src = wire::unstage(buf, target.shape(), target.dtype())?;
             target.copy_(&src)?;
             Ok(vec![target])
         }))
@@ -435,15 +424,14 @@ impl ProcessGroup {
             })?;
             return Ok(self.nccl_work(OP, site, p));
         }
-        let buf = wire::stage(t, false, &self.inner.pool)?;
+        let buf = wire::stage(t, false)?;
         let rx = self.submit(OP, Collective::AllGather, buf, Self::describe("gather", t));
         let (shape, dtype, device, n) =
             (t.shape().to_vec(), t.dtype(), t.device(), self.world_size());
-        let pool = Arc::clone(&self.inner.pool);
         Ok(self.work(OP, site, rx, move |buf| {
             let mut full = vec![n];
             full.extend_from_slice(&shape);
-            let all = wire::unstage(buf, &full, dtype, &pool)?.to(&device)?;
+            let all = wire::unstage(buf, &full, dtype)?.to(&device)?;
             (0..n).map(|r| all.select(0, r as isize)).collect()
         }))
     }
@@ -485,12 +473,11 @@ impl ProcessGroup {
         let mut shape = t.shape().to_vec();
         shape[0] /= n;
         let (dtype, device) = (t.dtype(), t.device());
-        let pool = Arc::clone(&self.inner.pool);
-        Ok(self.work(OP, site, rx, move |mut buf| {
+        Ok(self.work(OP, site, rx, move |buf| {
             if op == ReduceOp::Avg {
-                buf.divide(n);
+                buf.divide(n)?;
             }
-            Ok(vec![wire::unstage(buf, &shape, dtype, &pool)?.to(&device)?])
+            Ok(vec![wire::unstage(buf, &shape, dtype)?.to(&device)?])
         }))
     }
 

@@ -29,11 +29,13 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Threading;
 
-use tensorguard::{Error, Result};
+use bytemuck::Pod;
+use tensorguard::autograd::HostElement;
+use tensorguard::{DType, Error, Result, Tensor};
 
 use crate::engine::{describe_code, Collective, Engine, Job};
 use crate::env;
-use crate::wire::{Buf, Pool, WireElem};
+use crate::wire::{self, Buf};
 use crate::ReduceOp;
 
 /// The tag of a liveness ping (Note [Liveness check]).
@@ -64,7 +66,6 @@ impl MpiEngine {
         timeout: Duration,
         verify: bool,
         started_before: bool,
-        pool: Arc<Pool>,
     ) -> Result<MpiEngine> {
         if started_before {
             return Err(Error::Distributed {
@@ -80,7 +81,7 @@ impl MpiEngine {
         let flag = Arc::clone(&broken);
         let thread = std::thread::Builder::new()
             .name("tensorguard-mpi".into())
-            .spawn(move || engine_thread(rx, init_tx, timeout, verify, flag, pool))
+            .spawn(move || engine_thread(rx, init_tx, timeout, verify, flag))
             .map_err(|e| Error::Distributed {
                 op: OP_INIT,
                 rank: 0,
@@ -163,7 +164,6 @@ fn engine_thread(
     timeout: Duration,
     verify: bool,
     broken: Arc<AtomicBool>,
-    pool: Arc<Pool>,
 ) {
     let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Serialized) else {
         let _ = init.send(Err(Error::Distributed {
@@ -197,7 +197,6 @@ fn engine_thread(
         rx,
         ping_id: 0,
         shutdown: false,
-        pool,
     };
     while !engine.shutdown {
         match engine.rx.recv_timeout(Duration::from_millis(2)) {
@@ -224,8 +223,25 @@ struct Thread {
     rx: Receiver<Msg>,
     ping_id: u64,
     shutdown: bool,
-    /// Note [Staging buffers] (wire.rs).
-    pool: Arc<Pool>,
+}
+
+/// Staged elements as the wire's type of the same bits (`f16` as `u16`).
+fn wire_ref<E: Pod, W: Pod>(d: &[E]) -> Result<&[W]> {
+    bytemuck::try_cast_slice(d).map_err(cast_error)
+}
+
+/// [`wire_ref`], writable.
+fn wire_mut<E: Pod, W: Pod>(d: &mut [E]) -> Result<&mut [W]> {
+    bytemuck::try_cast_slice_mut(d).map_err(cast_error)
+}
+
+fn cast_error(e: bytemuck::PodCastError) -> Error {
+    Error::InvalidArgument {
+        op: "ProcessGroup",
+        message: format!(
+            "internal error: a staging buffer cannot be viewed as the wire's element type ({e})."
+        ),
+    }
 }
 
 fn sys_op(op: ReduceOp) -> SystemOperation {
@@ -310,93 +326,82 @@ impl Thread {
     }
 
     fn collective(&mut self, job: &Job, data: Buf) -> Result<Buf> {
-        Ok(match data {
-            Buf::F32(v) => self.typed(job, v)?,
-            Buf::F64(v) => self.typed(job, v)?,
-            Buf::I32(v) => self.typed(job, v)?,
-            Buf::I64(v) => self.typed(job, v)?,
-            Buf::U8(v) => self.typed(job, v)?,
-            Buf::U16(v) => self.typed(job, v)?,
+        let t = match data {
+            Buf::Data(t) => t,
             Buf::Empty => {
                 if job.what == Collective::Barrier {
                     let req = self.world.immediate_barrier();
                     self.poll(req, job)?;
                 }
-                Buf::Empty
+                return Ok(Buf::Empty);
             }
-        })
+        };
+        match t.dtype() {
+            DType::F32 => self.typed::<f32, f32>(job, t),
+            DType::F64 => self.typed::<f64, f64>(job, t),
+            DType::I32 => self.typed::<i32, i32>(job, t),
+            DType::I64 => self.typed::<i64, i64>(job, t),
+            DType::U8 | DType::Bool => self.typed::<u8, u8>(job, t),
+            DType::F16 => self.typed::<half::f16, u16>(job, t),
+            DType::BF16 => self.typed::<half::bf16, u16>(job, t),
+        }
     }
 
-    /// Run `job` on `data`. Outputs come from the pool and a reduction's
-    /// input goes back to it (Note [Staging buffers]).
-    fn typed<T: Equivalence + WireElem>(&mut self, job: &Job, mut data: Vec<T>) -> Result<Buf> {
+    /// Run `job` on the staged `data`, its elements `E` lent to MPI as
+    /// `W`s (the same bits): in place for a broadcast, into a new staging
+    /// buffer otherwise (Note [Staging buffers]).
+    fn typed<E: HostElement, W: Equivalence + Pod>(
+        &mut self,
+        job: &Job,
+        data: Tensor,
+    ) -> Result<Buf> {
         let n = self.size;
-        let pool = Arc::clone(&self.pool);
-        let buffer = |len: usize| pool.take_filled::<T>(len);
-        match job.what {
-            Collective::AllReduce(op) => {
-                let mut out = buffer(data.len());
-                mpi::request::scope(|scope| {
-                    let req = self.world.immediate_all_reduce_into(
-                        scope,
-                        &data[..],
-                        &mut out[..],
-                        sys_op(op),
-                    );
-                    self.poll(req, job)
-                })?;
-                {
-                    self.pool.give(T::wrap(data));
-                    Ok(T::wrap(out))
-                }
+        let len = data.numel();
+        let out_len = match job.what {
+            Collective::AllReduce(_) => len,
+            Collective::AllGather => len * n,
+            Collective::ReduceScatter(_) if len % n != 0 => {
+                return Err(self.error(
+                    job.op,
+                    format!("{len} elements cannot be split into {n} equal blocks."),
+                ));
             }
+            Collective::ReduceScatter(_) => len / n,
             Collective::Broadcast { root } => {
-                mpi::request::scope(|scope| {
-                    let req = self
-                        .world
-                        .process_at_rank(root as i32)
-                        .immediate_broadcast_into(scope, &mut data[..]);
-                    self.poll(req, job)
-                })?;
-                Ok(T::wrap(data))
+                data.with_host_data_mut(|d: &mut [E]| {
+                    let d = wire_mut::<E, W>(d)?;
+                    mpi::request::scope(|scope| {
+                        let req = self
+                            .world
+                            .process_at_rank(root as i32)
+                            .immediate_broadcast_into(scope, d);
+                        self.poll(req, job)
+                    })
+                })??;
+                return Ok(Buf::Data(data));
             }
-            Collective::AllGather => {
-                let mut out = buffer(data.len() * n);
+            Collective::Barrier => return Ok(Buf::Data(data)),
+        };
+        let out = wire::buffer(out_len, data.dtype())?;
+        data.with_host_data(|d: &[E]| {
+            out.with_host_data_mut(|o: &mut [E]| {
+                let (d, o) = (wire_ref::<E, W>(d)?, wire_mut::<E, W>(o)?);
                 mpi::request::scope(|scope| {
-                    let req = self
-                        .world
-                        .immediate_all_gather_into(scope, &data[..], &mut out[..]);
+                    let req = match job.what {
+                        Collective::AllReduce(op) => {
+                            self.world
+                                .immediate_all_reduce_into(scope, d, o, sys_op(op))
+                        }
+                        Collective::ReduceScatter(op) => self
+                            .world
+                            .immediate_reduce_scatter_block_into(scope, d, o, sys_op(op)),
+                        _ => self.world.immediate_all_gather_into(scope, d, o),
+                    };
                     self.poll(req, job)
-                })?;
-                Ok(T::wrap(out))
-            }
-            Collective::ReduceScatter(op) => {
-                let mut out = buffer(data.len() / n);
-                if out.len() * n != data.len() {
-                    return Err(self.error(
-                        job.op,
-                        format!(
-                            "{} elements cannot be split into {n} equal blocks.",
-                            data.len()
-                        ),
-                    ));
-                }
-                mpi::request::scope(|scope| {
-                    let req = self.world.immediate_reduce_scatter_block_into(
-                        scope,
-                        &data[..],
-                        &mut out[..],
-                        sys_op(op),
-                    );
-                    self.poll(req, job)
-                })?;
-                {
-                    self.pool.give(T::wrap(data));
-                    Ok(T::wrap(out))
-                }
-            }
-            Collective::Barrier => Ok(T::wrap(data)),
-        }
+                })
+            })
+        })???;
+        Ok(Buf::Data(out))
     }
 
     /// Poll `req` until it completes. Past the timeout: answer the job with

@@ -6,22 +6,34 @@
 //! as their raw 16-bit patterns; `bool` travels as bytes, its sum being a
 //! logical or (`max`), as PyTorch's NCCL and Gloo groups do.
 
-use std::sync::Mutex;
-
+use tensorguard::autograd::no_grad;
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use crate::ReduceOp;
 
-/// A staged buffer, typed by its wire element.
-#[derive(Clone, Debug, PartialEq)]
+// Note [Staging buffers]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// What an MPI collective reads and writes is host memory: a tensor's
+// elements staged into a flat cpu tensor ([`stage`]) and the engine's
+// outputs. All of it comes from the cpu's caching allocator, as every
+// tensor's memory does, and MPI works on it in place, lent as slices
+// (`Tensor::with_host_data`). So staging memory shows in
+// `memory::stats(&Device::Cpu)`, in snapshots (allocated here, in this
+// file) and in the leak checks; a device tensor's staging copy goes
+// through the copy engine and the transfer ledger; and the allocator's
+// cache gives back a block of the same size at the next collective,
+// which matters: a fresh buffer costs a page fault a page on first touch
+// (measured here at ~1 GB/s, a tenth of a copy into memory already
+// touched). The result comes back from the staging tensor itself: no
+// copy into a tensor made for it.
+
+/// A staged buffer: a flat cpu tensor (Note [Staging buffers]) of one of
+/// the wire's element types, or nothing (a barrier).
+#[derive(Debug)]
 pub(crate) enum Buf {
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    U8(Vec<u8>),
-    /// Raw `f16`/`bf16` bits (moved, never reduced).
-    U16(Vec<u16>),
+    /// `f32`, `f64`, `i32`, `i64`, `u8`, `bool` (as bytes), and `f16`/`bf16`
+    /// moved as their raw 16-bit patterns.
+    Data(Tensor),
     /// No payload (barrier).
     Empty,
 }
@@ -30,136 +42,42 @@ impl Buf {
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         match self {
-            Buf::F32(v) => v.len(),
-            Buf::F64(v) => v.len(),
-            Buf::I32(v) => v.len(),
-            Buf::I64(v) => v.len(),
-            Buf::U8(v) => v.len(),
-            Buf::U16(v) => v.len(),
+            Buf::Data(t) => t.numel(),
             Buf::Empty => 0,
         }
     }
 
-    /// A code for the wire element (the descriptor check compares them).
+    /// A code for the wire element (the descriptor check compares them;
+    /// `describe_code` names them).
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn code(&self) -> i64 {
         match self {
-            Buf::F32(_) => 1,
-            Buf::F64(_) => 2,
-            Buf::I32(_) => 3,
-            Buf::I64(_) => 4,
-            Buf::U8(_) => 5,
-            Buf::U16(_) => 6,
-            Buf::Empty => 0,
-        }
-    }
-
-    /// The bytes its allocation holds.
-    pub(crate) fn capacity_bytes(&self) -> usize {
-        match self {
-            Buf::F32(v) => v.capacity() * 4,
-            Buf::F64(v) => v.capacity() * 8,
-            Buf::I32(v) => v.capacity() * 4,
-            Buf::I64(v) => v.capacity() * 8,
-            Buf::U8(v) => v.capacity(),
-            Buf::U16(v) => v.capacity() * 2,
+            Buf::Data(t) => match t.dtype() {
+                DType::F32 => 1,
+                DType::F64 => 2,
+                DType::I32 => 3,
+                DType::I64 => 4,
+                DType::U8 | DType::Bool => 5,
+                DType::F16 | DType::BF16 => 6,
+            },
             Buf::Empty => 0,
         }
     }
 
     /// Divide every element by `n` (the `Avg` of a sum; floats only).
-    pub(crate) fn divide(&mut self, n: usize) {
+    pub(crate) fn divide(&self, n: usize) -> Result<()> {
         match self {
-            Buf::F32(v) => {
-                let d = n as f32;
-                v.iter_mut().for_each(|x| *x /= d);
-            }
-            Buf::F64(v) => {
-                let d = n as f64;
-                v.iter_mut().for_each(|x| *x /= d);
-            }
-            _ => {}
+            Buf::Data(t) if t.dtype().is_float() => t.div_(n as f64).map(drop),
+            _ => Ok(()),
         }
     }
 }
 
-/// An element type of the wire.
-pub(crate) trait WireElem: Copy + Default + Send + 'static {
-    /// The buffer's vector when it holds this type.
-    fn unwrap(b: Buf) -> std::result::Result<Vec<Self>, Buf>;
-    /// A buffer holding `v`.
-    fn wrap(v: Vec<Self>) -> Buf;
-}
-
-macro_rules! wire_elem {
-    ($($t:ty => $v:ident),*) => {$(
-        impl WireElem for $t {
-            fn unwrap(b: Buf) -> std::result::Result<Vec<Self>, Buf> {
-                match b {
-                    Buf::$v(v) => Ok(v),
-                    other => Err(other),
-                }
-            }
-            fn wrap(v: Vec<Self>) -> Buf {
-                Buf::$v(v)
-            }
-        }
-    )*};
-}
-wire_elem!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, u8 => U8, u16 => U16);
-
-/// Note [Staging buffers]: the host buffers a group stages through are
-/// kept and reused, by the group (staging, write-back) and its engine
-/// (results): a large fresh allocation costs a page fault a page on
-/// first touch — measured here at ~1 GB/s, a tenth of a copy into memory
-/// already touched. At most [`Pool::KEEP`] buffers are kept (the largest):
-/// a DDP run keeps about one per bucket in flight.
-#[derive(Default)]
-pub(crate) struct Pool(Mutex<Vec<Buf>>);
-
-impl Pool {
-    const KEEP: usize = 6;
-
-    /// A buffer of `T` (empty, with whatever capacity it has).
-    pub(crate) fn take<T: WireElem>(&self) -> Vec<T> {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let mut i = 0;
-        while i < g.len() {
-            let b = std::mem::replace(&mut g[i], Buf::Empty);
-            match T::unwrap(b) {
-                Ok(mut v) => {
-                    g.swap_remove(i);
-                    v.clear();
-                    return v;
-                }
-                Err(b) => g[i] = b,
-            }
-            i += 1;
-        }
-        Vec::new()
-    }
-
-    /// A buffer of `T` with `len` default elements.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn take_filled<T: WireElem>(&self, len: usize) -> Vec<T> {
-        let mut v = self.take::<T>();
-        v.resize(len, T::default());
-        v
-    }
-
-    /// Keep `b` for a later `take`.
-    pub(crate) fn give(&self, b: Buf) {
-        if b.capacity_bytes() == 0 {
-            return;
-        }
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.push(b);
-        if g.len() > Self::KEEP {
-            if let Some((i, _)) = g.iter().enumerate().min_by_key(|(_, b)| b.capacity_bytes()) {
-                g.swap_remove(i);
-            }
-        }
-    }
+/// A flat staging tensor of `len` elements of `dtype`, from the cpu's
+/// caching allocator (Note [Staging buffers]).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn buffer(len: usize, dtype: DType) -> Result<Tensor> {
+    Tensor::empty([len], dtype, &Device::Cpu)
 }
 
 /// How `dtype` is reduced on the wire: the op MPI runs, or why not.
@@ -179,70 +97,28 @@ pub(crate) fn wire_op(op_name: &'static str, dtype: DType, op: ReduceOp) -> Resu
     })
 }
 
-/// Stage `t`'s elements (in logical order) on the host. `reduce`: the
-/// buffer will be reduced, so half types are widened to `f32`.
-pub(crate) fn stage(t: &Tensor, reduce: bool, pool: &Pool) -> Result<Buf> {
-    fn into<T: WireElem + tensorguard::Element>(t: &Tensor, pool: &Pool) -> Result<Buf> {
-        let mut v = pool.take::<T>();
-        t.to_vec_into(&mut v)?;
-        Ok(T::wrap(v))
-    }
-    Ok(match t.dtype() {
-        DType::F32 => into::<f32>(t, pool)?,
-        DType::F64 => into::<f64>(t, pool)?,
-        DType::I32 => into::<i32>(t, pool)?,
-        DType::I64 => into::<i64>(t, pool)?,
-        DType::U8 => into::<u8>(t, pool)?,
-        DType::Bool => Buf::U8(t.to_vec::<bool>()?.into_iter().map(u8::from).collect()),
-        DType::F16 | DType::BF16 if reduce => into::<f32>(&t.to_dtype(DType::F32)?, pool)?,
-        DType::F16 => Buf::U16(
-            t.to_vec::<half::f16>()?
-                .into_iter()
-                .map(|x| x.to_bits())
-                .collect(),
-        ),
-        DType::BF16 => Buf::U16(
-            t.to_vec::<half::bf16>()?
-                .into_iter()
-                .map(|x| x.to_bits())
-                .collect(),
-        ),
-    })
+/// Stage `t`'s elements (in logical order) in a flat host buffer.
+/// `reduce`: the buffer will be reduced, so half types are widened to
+/// `f32`. Always a copy, so the caller may write `t` while the
+/// collective runs.
+pub(crate) fn stage(t: &Tensor, reduce: bool) -> Result<Buf> {
+    let dtype = match t.dtype() {
+        DType::F16 | DType::BF16 if reduce => DType::F32,
+        d => d,
+    };
+    let staged = buffer(t.numel(), dtype)?;
+    // a copy for the wire, not part of any graph
+    no_grad(|| staged.view(t.shape().to_vec())?.copy_(t).map(drop))?;
+    Ok(Buf::Data(staged))
 }
 
 /// A host tensor of `dtype` and `shape` holding `buf` (staged by
-/// [`stage`] from a tensor of `dtype`).
-/// The buffer goes back to `pool` (Note [Staging buffers]).
-pub(crate) fn unstage(buf: Buf, shape: &[usize], dtype: DType, pool: &Pool) -> Result<Tensor> {
-    let cpu = Device::Cpu;
-    fn copy<T: WireElem + tensorguard::Element>(
-        v: Vec<T>,
-        shape: &[usize],
-        pool: &Pool,
-    ) -> Result<Tensor> {
-        let t = Tensor::from_slice(&v, shape.to_vec(), &Device::Cpu);
-        pool.give(T::wrap(v));
-        t
-    }
+/// [`stage`] from a tensor of `dtype`, or an engine's output): the
+/// buffer itself, reshaped, unless a reduction widened it.
+pub(crate) fn unstage(buf: Buf, shape: &[usize], dtype: DType) -> Result<Tensor> {
     let t = match buf {
-        Buf::F32(v) => copy(v, shape, pool)?,
-        Buf::F64(v) => copy(v, shape, pool)?,
-        Buf::I32(v) => copy(v, shape, pool)?,
-        Buf::I64(v) => copy(v, shape, pool)?,
-        Buf::U8(v) if dtype == DType::Bool => {
-            let b: Vec<bool> = v.into_iter().map(|x| x != 0).collect();
-            Tensor::from_vec(b, shape.to_vec(), &cpu)?
-        }
-        Buf::U8(v) => copy(v, shape, pool)?,
-        Buf::U16(v) if dtype == DType::BF16 => {
-            let h: Vec<half::bf16> = v.into_iter().map(half::bf16::from_bits).collect();
-            Tensor::from_vec(h, shape.to_vec(), &cpu)?
-        }
-        Buf::U16(v) => {
-            let h: Vec<half::f16> = v.into_iter().map(half::f16::from_bits).collect();
-            Tensor::from_vec(h, shape.to_vec(), &cpu)?
-        }
-        Buf::Empty => Tensor::empty(shape.to_vec(), dtype, &cpu)?,
+        Buf::Data(t) => t.view(shape.to_vec())?,
+        Buf::Empty => Tensor::empty(shape.to_vec(), dtype, &Device::Cpu)?,
     };
     if t.dtype() != dtype {
         t.to_dtype(dtype)
@@ -261,13 +137,12 @@ mod tests {
             let t = Tensor::from_vec(vec![0.0f64, 1.0, 2.0, 1.0], [2, 2], &Device::Cpu)?
                 .to_dtype(dt)?;
             for reduce in [false, true] {
-                let pool = Pool::default();
-                let buf = stage(&t, reduce, &pool)?;
+                let buf = stage(&t, reduce)?;
                 assert_eq!(buf.len(), 4);
                 // half types are widened only for reductions
-                let widened = matches!(buf, Buf::F32(_)) && matches!(dt, DType::F16 | DType::BF16);
+                let widened = buf.code() == 1 && matches!(dt, DType::F16 | DType::BF16);
                 assert_eq!(widened, reduce && matches!(dt, DType::F16 | DType::BF16));
-                let back = unstage(buf, &[2, 2], dt, &pool)?;
+                let back = unstage(buf, &[2, 2], dt)?;
                 assert_eq!(back.dtype(), dt);
                 assert_eq!(
                     back.to_dtype(DType::F64)?.to_vec::<f64>()?,
@@ -292,8 +167,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("int64") && e.contains("ReduceOp::Sum"), "{e}");
-        let mut b = Buf::F32(vec![2.0, 4.0]);
-        b.divide(2);
-        assert_eq!(b, Buf::F32(vec![1.0, 2.0]));
+        let b = Buf::Data(Tensor::from_vec(vec![2.0f32, 4.0], [2], &Device::Cpu).unwrap());
+        b.divide(2).unwrap();
+        let Buf::Data(t) = b else { unreachable!() };
+        assert_eq!(t.to_vec::<f32>().unwrap(), [1.0, 2.0]);
     }
 }

@@ -1,7 +1,8 @@
 //! Every collective against its definition, for every dtype, on the cpu
 //! and an emulated device, plus the errors (run by 2 ranks).
 
-use tensorguard::{memory, DType, Device, Tensor};
+use tensorguard::memory::{self, Action, HistoryOptions, Stacks};
+use tensorguard::{transfer, DType, Device, Tensor};
 use tensorguard_distributed::{ProcessGroup, ReduceOp};
 
 const N: usize = 6;
@@ -125,7 +126,52 @@ pub fn run(pg: &ProcessGroup) {
             );
         }
     }
+    staging_is_tensor_memory(pg);
     errors(pg);
+}
+
+/// Staging buffers and the engine's outputs come from the cpu's caching
+/// allocator: they show in its statistics and history (allocated in
+/// `wire.rs`), none is left behind, and a device tensor's staging copies
+/// are in the transfer ledger.
+fn staging_is_tensor_memory(pg: &ProcessGroup) {
+    let (cpu, emu) = (Device::Cpu, Device::Emulated(0));
+    let t = Tensor::full([4096], (pg.rank() + 1) as f64, DType::F32, &emu).unwrap();
+    tensorguard::device::synchronize(&emu).unwrap();
+    let live = memory::allocated(&cpu);
+    let copies = transfer::stats_for(&emu);
+    let opts = HistoryOptions {
+        stacks: Stacks::CallSite,
+        ..Default::default()
+    };
+    memory::record_history(&cpu, opts).unwrap();
+    pg.all_reduce_(&t, ReduceOp::Sum).unwrap();
+    let snap = memory::snapshot(&cpu).unwrap();
+    memory::record_history(&cpu, None).unwrap();
+    let now = transfer::stats_for(&emu);
+    // the staging copy of `t` and the engine's result, 16 KiB each
+    let staged: Vec<u64> = snap
+        .device_traces
+        .iter()
+        .flatten()
+        .filter(|e| e.action == Action::Alloc)
+        .filter(|e| e.frames.iter().any(|f| f.filename.ends_with("wire.rs")))
+        .map(|e| e.size)
+        .collect();
+    assert!(
+        staged.len() >= 2 && staged.iter().all(|&b| b >= 4 * 4096),
+        "staging allocations seen in the cpu allocator's history: {staged:?}"
+    );
+    assert_eq!(memory::allocated(&cpu), live, "staging memory left behind");
+    // down to the host for the wire, and back up
+    assert_eq!(
+        (
+            now.device_to_host.total.bytes - copies.device_to_host.total.bytes,
+            now.host_to_device.total.bytes - copies.host_to_device.total.bytes
+        ),
+        (4 * 4096, 4 * 4096)
+    );
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![3.0; 4096]);
 }
 
 fn errors(pg: &ProcessGroup) {
