@@ -154,6 +154,22 @@ mod tests {
     }
 
     #[test]
+    fn scalars_and_empty_tensors_stage_as_flat_buffers() -> Result<()> {
+        let cpu = Device::Cpu;
+        for t in [
+            Tensor::full([], 2.5, DType::F32, &cpu)?,
+            Tensor::zeros([0, 3], DType::F32, &cpu)?,
+        ] {
+            let buf = stage(&t, true)?;
+            assert_eq!(buf.len(), t.numel());
+            let back = unstage(buf, t.shape(), t.dtype())?;
+            assert_eq!(back.shape(), t.shape());
+            assert_eq!(back.to_vec::<f32>()?, t.to_vec::<f32>()?);
+        }
+        Ok(())
+    }
+
+    #[test]
     fn avg_is_for_floats_and_a_bool_sum_is_an_or() {
         assert_eq!(
             wire_op("x", DType::Bool, ReduceOp::Sum).unwrap(),
