@@ -20,10 +20,15 @@ use smallvec::SmallVec;
 /// waking them, once per gemm block loop: a product that splits well in a
 /// tight loop (64x784x256: 0.67x the one-thread time) made the whole
 /// 784-256-256-10 MLP step slower (706 us against 521 us on one thread, 2
-/// cores). At 2^25 the batch-64 step runs its products on one thread and
-/// the batch-256 step splits its 256x784x256 ones (see
-/// `docs/bench-train.md`); `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
-const PAR_GEMM: usize = 1 << 25;
+/// cores). At 2^24 the batch-64 step runs its products (at most 12.8M
+/// multiply-adds) on one thread and the batch-256 step splits its
+/// 256x784x256 and 256x256x256 ones: splitting the 256^3 products too
+/// (2^25 kept them on one thread) took the batch-256 steps from 3.7-4.4
+/// to 2.8-3.2 ms (raw SGD) and from 4.3-4.9 to 3.3-4.4 ms (nn + Adam) on
+/// the 2-core Intel machine, the batch-64 steps unchanged (interleaved
+/// runs of `train_step`, see `docs/bench-train.md`).
+/// `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
+const PAR_GEMM: usize = 1 << 24;
 
 /// The threshold in use: [`PAR_GEMM`] or the environment's override, read
 /// once. An override that is not a number is warned about (not silently
@@ -37,7 +42,7 @@ fn par_threshold() -> usize {
         v.trim().parse().unwrap_or_else(|_| {
             crate::warnings::warn(
                 "tensorguard::matmul",
-                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 33554432, or unset it."),
+                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 16777216, or unset it."),
             );
             PAR_GEMM
         })
