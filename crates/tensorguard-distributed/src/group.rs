@@ -353,8 +353,8 @@ impl ProcessGroup {
             if op == ReduceOp::Avg {
                 buf.divide(n)?;
             }
-            let src = wire::unstage(buf, target.shape(), target.dtype())?;
-            target.copy_(&src)?;
+            // copy_ casts a widened half reduction back on the way
+            target.copy_(&wire::unstage(buf, target.shape())?)?;
             Ok(vec![target])
         }))
     }
@@ -397,8 +397,8 @@ impl ProcessGroup {
         );
         let target = t.alias();
         Ok(self.work(OP, site, rx, move |buf| {
-            let src = wire::unstage(buf, target.shape(), target.dtype())?;
-            target.copy_(&src)?;
+            // copy_ casts a widened half reduction back on the way
+            target.copy_(&wire::unstage(buf, target.shape())?)?;
             Ok(vec![target])
         }))
     }
@@ -431,7 +431,7 @@ impl ProcessGroup {
         Ok(self.work(OP, site, rx, move |buf| {
             let mut full = vec![n];
             full.extend_from_slice(&shape);
-            let all = wire::unstage(buf, &full, dtype)?.to(&device)?;
+            let all = wire::unstage_to(buf, &full, dtype, &device)?;
             (0..n).map(|r| all.select(0, r as isize)).collect()
         }))
     }
@@ -477,7 +477,7 @@ impl ProcessGroup {
             if op == ReduceOp::Avg {
                 buf.divide(n)?;
             }
-            Ok(vec![wire::unstage(buf, &shape, dtype)?.to(&device)?])
+            Ok(vec![wire::unstage_to(buf, &shape, dtype, &device)?])
         }))
     }
 

@@ -75,7 +75,6 @@ impl Buf {
 
 /// A flat staging tensor of `len` elements of `dtype`, from the cpu's
 /// caching allocator (Note [Staging buffers]).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn buffer(len: usize, dtype: DType) -> Result<Tensor> {
     Tensor::empty([len], dtype, &Device::Cpu)
 }
@@ -112,19 +111,29 @@ pub(crate) fn stage(t: &Tensor, reduce: bool) -> Result<Buf> {
     Ok(Buf::Data(staged))
 }
 
-/// A host tensor of `dtype` and `shape` holding `buf` (staged by
-/// [`stage`] from a tensor of `dtype`, or an engine's output): the
-/// buffer itself, reshaped, unless a reduction widened it.
-pub(crate) fn unstage(buf: Buf, shape: &[usize], dtype: DType) -> Result<Tensor> {
-    let t = match buf {
-        Buf::Data(t) => t.view(shape.to_vec())?,
-        Buf::Empty => Tensor::empty(shape.to_vec(), dtype, &Device::Cpu)?,
-    };
-    if t.dtype() != dtype {
-        t.to_dtype(dtype)
-    } else {
-        Ok(t)
+/// The staged elements of `buf` (from [`stage`], or an engine's output)
+/// in `shape`, in their wire dtype (`f32` where a reduction widened a half
+/// type): the buffer itself, no copy. An in-place collective writes it
+/// back with `copy_`, which casts on the way.
+pub(crate) fn unstage(buf: Buf, shape: &[usize]) -> Result<Tensor> {
+    match buf {
+        Buf::Data(t) => t.view(shape.to_vec()),
+        Buf::Empty => Err(Error::InvalidArgument {
+            op: "ProcessGroup",
+            message: "internal error: a collective over tensors came back without data.".into(),
+        }),
     }
+}
+
+/// [`unstage`], as a new tensor of `dtype` on `device` (one copy, or
+/// none when the staged buffer already is one).
+pub(crate) fn unstage_to(
+    buf: Buf,
+    shape: &[usize],
+    dtype: DType,
+    device: &Device,
+) -> Result<Tensor> {
+    unstage(buf, shape)?.to_device_and_dtype(device, dtype, Default::default())
 }
 
 #[cfg(test)]
@@ -142,7 +151,7 @@ mod tests {
                 // half types are widened only for reductions
                 let widened = buf.code() == 1 && matches!(dt, DType::F16 | DType::BF16);
                 assert_eq!(widened, reduce && matches!(dt, DType::F16 | DType::BF16));
-                let back = unstage(buf, &[2, 2], dt)?;
+                let back = unstage_to(buf, &[2, 2], dt, &Device::Cpu)?;
                 assert_eq!(back.dtype(), dt);
                 assert_eq!(
                     back.to_dtype(DType::F64)?.to_vec::<f64>()?,
@@ -162,7 +171,7 @@ mod tests {
         ] {
             let buf = stage(&t, true)?;
             assert_eq!(buf.len(), t.numel());
-            let back = unstage(buf, t.shape(), t.dtype())?;
+            let back = unstage_to(buf, t.shape(), t.dtype(), &cpu)?;
             assert_eq!(back.shape(), t.shape());
             assert_eq!(back.to_vec::<f32>()?, t.to_vec::<f32>()?);
         }

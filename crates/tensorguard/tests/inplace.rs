@@ -1013,11 +1013,13 @@ fn lending_waits_for_a_pending_copy_into_pinned_memory(dev: &Device) -> Result<(
         non_blocking: true,
         ..Default::default()
     };
+    let mut pending = 0;
     for round in 0..20 {
         // slow work first, so the copy queued after it is still pending
         let a = Tensor::full([128, 128], 1.0 / 128.0, DType::F32, dev)?;
         let x = a.matmul(&a)?.matmul(&a)?.add(round as f32)?;
         let host = x.to_with(&Device::Cpu, nb)?;
+        pending += usize::from(!tensorguard::device::Stream::current(dev).query());
         let sum =
             host.with_host_data(|xs: &[f32]| xs.iter().map(|&v| f64::from(v)).sum::<f64>())?;
         let want = 128.0 * 128.0 * (1.0 / 128.0 + f64::from(round));
@@ -1030,5 +1032,10 @@ fn lending_waits_for_a_pending_copy_into_pinned_memory(dev: &Device) -> Result<(
         y.with_host_data_mut(|xs: &mut [f32]| xs[0] = -1.0)?;
         assert_eq!(y.to_vec::<f32>()?[0], -1.0);
     }
+    // on a device the lend found the copy still queued (the wait was needed)
+    assert!(
+        dev.is_cpu() || pending >= 5,
+        "the copy was pending at the lend in only {pending} of 20 rounds"
+    );
     Ok(())
 }

@@ -87,9 +87,10 @@ impl Tensor {
             ));
         }
         let storage = self.storage();
-        // memory written by a failed kernel is never read, nor written again
-        storage.check_poison(OP)?;
         storage.sync_for_host_write(OP)?;
+        // memory written by a failed kernel is never read, nor written
+        // again (the sync checks it only when device work used the storage)
+        storage.check_poison(OP)?;
         let mut guard = storage.data.write();
         let data =
             contiguous_view_mut::<T>(OP, self.dtype(), self.layout(), guard.host_bytes_mut()?)?;
