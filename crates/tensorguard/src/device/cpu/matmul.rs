@@ -5,6 +5,7 @@ use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 
 use super::iter::{for_each_run, gather_strided, map1, PAR_MIN};
+use super::team;
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};
 use crate::error::{Error, Result};
@@ -14,21 +15,18 @@ use smallvec::SmallVec;
 
 /// Products smaller than this many multiply-adds (`m * n * k` of one
 /// matrix of a batch) run on one thread: below it, splitting the product
-/// over the pool costs more in packing, waking and waiting than it saves.
-/// In a training step the pool's threads are asleep between products (the
-/// calling thread runs the small ops in between), so every split pays for
-/// waking them, once per gemm block loop: a product that splits well in a
-/// tight loop (64x784x256: 0.67x the one-thread time) made the whole
-/// 784-256-256-10 MLP step slower (706 us against 521 us on one thread, 2
-/// cores). At 2^24 the batch-64 step runs its products (at most 12.8M
-/// multiply-adds) on one thread and the batch-256 step splits its
-/// 256x784x256 and 256x256x256 ones: splitting the 256^3 products too
-/// (2^25 kept them on one thread) took the batch-256 steps from 3.7-4.4
-/// to 2.8-3.2 ms (raw SGD) and from 4.3-4.9 to 3.3-4.4 ms (nn + Adam) on
-/// the 2-core Intel machine, the batch-64 steps unchanged (interleaved
-/// runs of `train_step`, see `docs/bench-train.md`).
-/// `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
-const PAR_GEMM: usize = 1 << 24;
+/// costs more in packing and handing over than it saves. Products at or
+/// above it are split over the spinning team (Note [Spinning team]), whose
+/// helpers are awake between the products of a training step; with rayon's
+/// sleeping workers the threshold had to be 2^24, since every split paid
+/// for waking a worker (a 64x784x256 product that split well in a tight
+/// loop made the whole batch-64 MLP step slower). With the team, 2^22
+/// splits the batch-64 step's 64x784x256 and 64x256x256 products too:
+/// measured interleaved on the 2-core Intel machine (`train_step`, 150
+/// steps), the batch-64 steps went from 0.83 to 0.66 ms (raw SGD) and from
+/// 1.2-1.6 to 0.96 ms (nn + Adam) against 2^24 with the team, and 2^20 was
+/// no faster than 2^22. `TENSORGUARD_GEMM_PAR_THRESHOLD` overrides it.
+const PAR_GEMM: usize = 1 << 22;
 
 /// The threshold in use: [`PAR_GEMM`] or the environment's override, read
 /// once. An override that is not a number is warned about (not silently
@@ -42,16 +40,18 @@ fn par_threshold() -> usize {
         v.trim().parse().unwrap_or_else(|_| {
             crate::warnings::warn(
                 "tensorguard::matmul",
-                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 16777216, or unset it."),
+                format_args!("TENSORGUARD_GEMM_PAR_THRESHOLD={v:?} is not a number of multiply-adds, so matmul uses its default threshold ({PAR_GEMM}) for splitting a product over threads. Set it to a whole number, e.g. 4194304, or unset it."),
             );
             PAR_GEMM
         })
     })
 }
 
-/// Whether a product of `m * n * k` multiply-adds is split over the pool.
+/// Whether a product of `m * n * k` multiply-adds is split over threads:
+/// large enough, and the team has helpers (none when ranks of a job fill
+/// the machine's cores, Note [Spinning team]).
 fn parallel(m: usize, n: usize, k: usize) -> bool {
-    m.saturating_mul(n).saturating_mul(k) >= par_threshold() && rayon::current_num_threads() > 1
+    m.saturating_mul(n).saturating_mul(k) >= par_threshold() && team::size() > 1
 }
 
 /// Offsets of each batch's matrices: `f(out_off, a_off, b_off)`.
@@ -124,11 +124,15 @@ impl<T> BatchOut<T> {
     }
 }
 
-/// The product on one thread or split over the pool (`par`): the same
-/// result either way (gemm splits the output, not the sum over `k`). A
-/// batch of products each too small to split (`bmm` of 32 128x128
-/// matrices) whose total reaches the threshold runs its matrices on the
-/// pool's threads instead, one whole product each: the same bits again.
+/// The product on one thread or split over threads (`par`), with the same
+/// values either way: each thread runs a one-thread gemm of a block of
+/// whole rows (or columns) and the whole sum over `k` (mostly the same
+/// bits too; gemm may take another kernel for a thin last block, which
+/// moves the last bits). The split depends only on the shape and the
+/// number of threads, so a run repeats its bits. A batch of products each
+/// too small to split (`bmm` of 32 128x128 matrices) whose total reaches
+/// the threshold runs whole matrices on the threads instead: each its
+/// one-thread bits.
 fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool) {
     let (m, k, n) = mkn(a.layout, b.layout);
     let (ol, al, bl) = (out.layout.clone(), &a.layout, &b.layout);
@@ -159,18 +163,28 @@ fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool)
             jobs.push((oo, ao, bo));
         }
     });
-    let product = |o: *mut T, (oo, ao, bo): (usize, usize, usize), par: gemm::Parallelism| {
+    // One block of one product: rows `r0..r0 + bm` and columns `c0..c0 + bn`
+    // of the matrices at offsets (oo, ao, bo).
+    let block = |o: *mut T,
+                 (oo, ao, bo): (usize, usize, usize),
+                 (r0, bm, c0, bn): (usize, usize, usize, usize),
+                 par: gemm::Parallelism| {
+        let (oo, ao, bo) = (
+            oo + r0 * rs(&ol) as usize + c0 * cs(&ol) as usize,
+            ao + r0 * rs(al) as usize,
+            bo + c0 * cs(bl) as usize,
+        );
         // SAFETY: the index arithmetic above proves every element the
         // product reads (x, y) and writes (o, the base of the output slice)
-        // lies inside its slice; the output does not alias `x`/`y`
-        // (distinct buffers: the launcher stages inputs that share the
-        // output's storage), and concurrent products of a batch write
-        // disjoint matrices (see `BatchOut`); T is f32, f64 or f16, the
-        // types gemm supports.
+        // lies inside its slice, and a block is a sub-rectangle of it; the
+        // output does not alias `x`/`y` (distinct buffers: the launcher
+        // stages inputs that share the output's storage), and concurrent
+        // blocks or products write disjoint elements (see `BatchOut`); T
+        // is f32, f64 or f16, the types gemm supports.
         unsafe {
             gemm::gemm(
-                m,
-                n,
+                bm,
+                bn,
                 k,
                 o.add(oo),
                 cs(&ol),
@@ -191,23 +205,53 @@ fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool)
             )
         }
     };
-    let split_batch = !par
-        && jobs.len() > 1
-        && parallel(m.saturating_mul(jobs.len()), n, k)
-        && !ol.has_internal_overlap();
     let base = BatchOut(o.as_mut_ptr());
-    if split_batch {
-        jobs.par_iter()
-            .for_each(|&j| product(base.get(), j, gemm::Parallelism::None));
+    let whole = |j, par| block(base.get(), j, (0, m, 0, n), par);
+    let disjoint = !ol.has_internal_overlap();
+    let split_batch = !par && jobs.len() > 1 && parallel(m.saturating_mul(jobs.len()), n, k);
+    if split_batch && disjoint {
+        // Note [Spinning team]: each thread takes a run of whole products
+        let parts = team::size().min(jobs.len());
+        let run = |p: usize| {
+            let (s, e) = (p * jobs.len() / parts, (p + 1) * jobs.len() / parts);
+            for &j in &jobs[s..e] {
+                whole(j, gemm::Parallelism::None);
+            }
+        };
+        if !team::split(parts, &run) {
+            jobs.par_iter()
+                .for_each(|&j| whole(j, gemm::Parallelism::None));
+        }
         return;
     }
-    let par = if par {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
     for &j in &jobs {
-        product(base.get(), j, par);
+        // Note [Spinning team]: a product split in blocks of whole rows
+        // (or columns, whichever side is longer) over the team's threads,
+        // each block a one-thread gemm; gemm's own rayon split when the
+        // team is taken
+        let parts = team::size();
+        let by_rows = m >= n;
+        let side = if by_rows { m } else { n };
+        let edge = |p: usize| (side * p / parts).next_multiple_of(16).min(side);
+        let run = |p: usize| {
+            let (s, e) = (edge(p), edge(p + 1));
+            if e > s {
+                let b = if by_rows {
+                    (s, e - s, 0, n)
+                } else {
+                    (0, m, s, e - s)
+                };
+                block(base.get(), j, b, gemm::Parallelism::None);
+            }
+        };
+        if !(par && disjoint && team::split(parts, &run)) {
+            let par = if par {
+                gemm::Parallelism::Rayon(0)
+            } else {
+                gemm::Parallelism::None
+            };
+            whole(j, par);
+        }
     }
 }
 
@@ -367,8 +411,18 @@ mod tests {
 
     #[test]
     fn the_one_thread_product_equals_the_split_one_on_every_operand_layout() {
-        // the MLP step's shapes (forward, x^T g, g W^T) and an odd one
-        for (m, k, n) in [(64, 784, 256), (256, 64, 256), (64, 256, 784), (37, 19, 53)] {
+        // the MLP step's shapes (forward, x^T g, g W^T), odd ones, and ones
+        // whose split leaves a thin last block
+        for (m, k, n) in [
+            (64, 784, 256),
+            (256, 64, 256),
+            (64, 256, 784),
+            (37, 19, 53),
+            (1, 64, 17),
+            (17, 5, 17),
+            (2, 3, 33),
+            (33, 1000, 1),
+        ] {
             let (a, b) = (values(m * k, 1), values(k * n, 2));
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 let al = if ta {
@@ -415,7 +469,7 @@ mod tests {
         // above it, so the batch runs its matrices on the pool's threads
         let (bt, m, k, n) = (32, 128, 128, 128);
         assert!(!parallel(m, n, k));
-        assert_eq!(parallel(m * bt, n, k), rayon::current_num_threads() > 1);
+        assert_eq!(parallel(m * bt, n, k), team::size() > 1);
         let (a, b) = (values(bt * m * k, 3), values(bt * k * n, 4));
         let (al, bl) = (
             Layout::contiguous(&[bt, m, k]),
@@ -446,9 +500,6 @@ mod tests {
         assert!(!parallel(64, 256, 10));
         assert!(!parallel(usize::MAX, 0, 3));
         let big = parallel(1024, 1024, 1024);
-        assert_eq!(
-            big,
-            rayon::current_num_threads() > 1 && par_threshold() <= 1 << 30
-        );
+        assert_eq!(big, team::size() > 1 && par_threshold() <= 1 << 30);
     }
 }

@@ -10,6 +10,7 @@ mod index;
 mod iter;
 mod matmul;
 mod reduce;
+mod team;
 mod vmath;
 
 pub(crate) use custom::Custom;

@@ -1,0 +1,401 @@
+//! A small team of helper threads that spin between jobs, for splitting
+//! mid-size matrix products.
+//!
+//! See Note [Spinning team] below.
+
+// Note [Spinning team]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// rayon's workers go to sleep on a futex a few microseconds after they run
+// out of work. In a training step the pool is idle between two products
+// (the calling thread runs the small ops in between), so every split
+// product first wakes a sleeping worker, and on a virtual machine waking a
+// halted vCPU costs tens to hundreds of microseconds. Measured on the
+// 2-core Intel VM, gemm's own rayon split of 256x256x256 took 175-260 us
+// against 205 us on one thread, while the same two halves handed to a
+// thread that spins took 111-130 us (MKL under PyTorch: 118 us; its OpenMP
+// threads spin for 200 ms by default, which is why it scales there).
+//
+// The team is `rayon::current_num_threads() - 1` helper threads, made on
+// first use, fewer when several ranks of a job share the machine
+// (`helpers_for`). A helper that finishes its part spins on its slot's
+// sequence number for `spin_time` (`TENSORGUARD_SPIN_US`, default 500 us: longer
+// than the gaps between the products of a training step, short enough that
+// an idle program stops burning a core at once), then parks; the poster
+// unparks it when it sees it asleep. One caller uses the team at a time: a
+// second caller (another thread, or a part that splits again) is told the
+// team is busy and takes its other path, so nothing waits on the team
+// while holding it, and nothing can deadlock on it.
+//
+// The protocol for one slot, all on `seq` (SeqCst where the sleeping flag
+// is involved, so the two sides cannot both miss each other):
+// - the poster writes `job`, then bumps `seq`, then reads `sleeping` and
+//   unparks the helper if it is set;
+// - the helper sets `sleeping`, then reads `seq` again and parks only if it
+//   did not move; it reads `job` only after it saw `seq` move (acquire);
+// - the helper stores `done = seq` (release) after the part ran; the poster
+//   reads the job's effects only after it saw `done` reach its `seq`
+//   (acquire), and does not return, not even by unwinding, before every
+//   part it posted is done: so the borrowed closure outlives every use.
+
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// A part's closure with its borrow's lifetime erased: valid until the
+/// poster has seen the part done (Note [Spinning team]).
+#[derive(Clone, Copy)]
+struct Job {
+    f: *const (dyn Fn(usize) + Sync + 'static),
+    part: usize,
+}
+
+/// One helper's mailbox, on its own cache lines so that the poster's writes
+/// to one helper's slot do not bounce another's.
+#[repr(align(128))]
+struct Slot {
+    seq: AtomicU64,
+    done: AtomicU64,
+    sleeping: AtomicBool,
+    panicked: AtomicBool,
+    job: UnsafeCell<Option<Job>>,
+    thread: OnceLock<Thread>,
+}
+
+// SAFETY: `job` is written only by the team's one poster (the `busy` flag)
+// while the helper is not reading it (before the `seq` bump that the helper
+// waits for, and after the helper stored `done` for the previous one); the
+// helper reads it only between seeing the bump and storing `done`
+// (Note [Spinning team]). The `Job`'s pointer is to a `Sync` closure.
+unsafe impl Sync for Slot {}
+// SAFETY: as for `Sync`: the raw pointer in `job` is only dereferenced under
+// that protocol, by one thread at a time.
+unsafe impl Send for Slot {}
+
+struct Team {
+    busy: AtomicBool,
+    slots: Box<[Slot]>,
+}
+
+/// How long a helper spins for the next job before it parks:
+/// `TENSORGUARD_SPIN_US` microseconds, default 500; 0 parks at once.
+pub(crate) fn spin_time() -> Duration {
+    static T: OnceLock<Duration> = OnceLock::new();
+    *T.get_or_init(|| {
+        let Ok(v) = std::env::var("TENSORGUARD_SPIN_US") else {
+            return Duration::from_micros(500);
+        };
+        match v.trim().parse::<u64>() {
+            Ok(us) => Duration::from_micros(us),
+            Err(_) => {
+                crate::warnings::warn(
+                    "tensorguard::threads",
+                    format_args!("TENSORGUARD_SPIN_US={v:?} is not a whole number of microseconds, so the matmul helper threads spin for the default 500 us before they sleep. Set it to e.g. 200, or 0 to sleep at once, or unset it."),
+                );
+                Duration::from_micros(500)
+            }
+        }
+    })
+}
+
+fn team() -> &'static Team {
+    static TEAM: OnceLock<Team> = OnceLock::new();
+    TEAM.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let want = helpers_for(rayon::current_num_threads(), cores, local_processes());
+        let slots: Box<[Slot]> = (0..want)
+            .map(|_| Slot {
+                seq: AtomicU64::new(0),
+                done: AtomicU64::new(0),
+                sleeping: AtomicBool::new(false),
+                panicked: AtomicBool::new(false),
+                job: UnsafeCell::new(None),
+                thread: OnceLock::new(),
+            })
+            .collect();
+        Team {
+            busy: AtomicBool::new(false),
+            slots,
+        }
+    })
+}
+
+/// How many processes of one job share this machine, as the launcher says
+/// in each process's environment: MPICH's `MPI_LOCALNRANKS`, Open MPI's
+/// `OMPI_COMM_WORLD_LOCAL_SIZE`, torchrun's `LOCAL_WORLD_SIZE`; 1 when
+/// none is set.
+fn local_processes() -> usize {
+    [
+        "MPI_LOCALNRANKS",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "LOCAL_WORLD_SIZE",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
+    .unwrap_or(1)
+    .max(1)
+}
+
+/// The team's helpers: one thread fewer than the pool has, and no more
+/// than this process's share of the cores when `local` processes of one
+/// job share them. Spinning helpers of two ranks on two cores would take
+/// each other's cores: `mpiexec -n 2 tensorguard train` on the 2-core
+/// machine took 0.25-0.28 s with a helper per rank against 0.11-0.12 s
+/// without (PyTorch's torchrun sets `OMP_NUM_THREADS=1` for the same
+/// reason).
+fn helpers_for(pool: usize, cores: usize, local: usize) -> usize {
+    pool.min(cores / local.max(1)).saturating_sub(1)
+}
+
+/// Starts the helper for `slot` the first time it is needed; `false` when
+/// the thread could not be made (the caller then runs without it).
+fn started(slot: &'static Slot, i: usize) -> bool {
+    if slot.thread.get().is_some() {
+        return true;
+    }
+    let spin = spin_time();
+    match std::thread::Builder::new()
+        .name(format!("tensorguard-team-{i}"))
+        .spawn(move || helper(slot, spin))
+    {
+        Ok(h) => {
+            let _ = slot.thread.set(h.thread().clone());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// The number of parts [`split`] runs at once: the caller and the helpers.
+pub(crate) fn size() -> usize {
+    team().slots.len() + 1
+}
+
+/// Runs `f(0)`, …, `f(parts - 1)`, part 0 on the calling thread and each
+/// other part on a helper, and returns when all are done. Returns `false`
+/// without running anything when the team is in use by another caller,
+/// when `parts` is more than [`size`], or when a helper cannot be started:
+/// the caller then does the work its other way.
+///
+/// A part that panics on a helper is reported by a panic here, after every
+/// part has finished, as rayon does.
+pub(crate) fn split(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+    let team = team();
+    if parts == 0 || parts > size() {
+        return false;
+    }
+    if team
+        .busy
+        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // from here on `busy` is ours; `Posted`'s drop waits and gives it back
+    let mut posted = Posted { team, n: 0 };
+    if !(1..parts).all(|p| started(&team.slots[p - 1], p)) {
+        return false;
+    }
+    // SAFETY: only the lifetime is erased (same fat-pointer layout); the
+    // pointer is used by the helpers only until `Posted::drop` has seen
+    // their parts done, and that drop runs before this function returns or
+    // unwinds, while `f` is still borrowed (Note [Spinning team]).
+    let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe {
+        std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const (dyn Fn(usize) + Sync)>(
+            f as *const _,
+        )
+    };
+    for p in 1..parts {
+        let slot = &team.slots[p - 1];
+        // SAFETY: the helper does not read `job` now: its previous part is
+        // done (the last `split` waited for it) and it has not seen the bump
+        // below (Note [Spinning team]).
+        unsafe { *slot.job.get() = Some(Job { f: erased, part: p }) };
+        slot.seq.fetch_add(1, Ordering::SeqCst);
+        posted.n = p;
+        if slot.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = slot.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+    f(0);
+    drop(posted);
+    if team.slots[..parts - 1]
+        .iter()
+        .any(|s| s.panicked.swap(false, Ordering::Relaxed))
+    {
+        panic!("a part of a split kernel panicked on a tensorguard helper thread (its message is above)");
+    }
+    true
+}
+
+/// The parts a [`split`] posted, to the first `n` slots: dropping it waits
+/// until each is done (`done` reaches the slot's `seq`, which only the
+/// team's one poster moves) and frees the team, also when part 0 unwinds.
+struct Posted {
+    team: &'static Team,
+    n: usize,
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        let start = Instant::now();
+        for slot in &self.team.slots[..self.n] {
+            let seq = slot.seq.load(Ordering::Relaxed);
+            let mut i = 0u32;
+            while slot.done.load(Ordering::Acquire) != seq {
+                i = i.wrapping_add(1);
+                // after a millisecond the helper was probably descheduled:
+                // stop taking its core from it
+                if i % 64 == 0 && start.elapsed() > Duration::from_millis(1) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        if std::thread::panicking() {
+            // part 0 is unwinding, and `split` will not read these flags:
+            // clear them, so the next split does not report a stale panic
+            for slot in &self.team.slots[..self.n] {
+                slot.panicked.store(false, Ordering::Relaxed);
+            }
+        }
+        self.team.busy.store(false, Ordering::Release);
+    }
+}
+
+/// A helper's life: wait for a part, run it, say it is done; forever (the
+/// team lives as long as the process, parked when idle).
+fn helper(slot: &'static Slot, spin: Duration) {
+    let mut seen = 0u64;
+    loop {
+        seen = wait_for_post(slot, seen, spin);
+        // SAFETY: the poster wrote `job` before the bump we just saw
+        // (acquire) and does not touch it until we store `done`.
+        let job = unsafe { *slot.job.get() };
+        if let Some(job) = job {
+            // SAFETY: the poster keeps the closure alive until it sees
+            // `done == seen`, stored below (Note [Spinning team]).
+            let f = unsafe { &*job.f };
+            if catch_unwind(AssertUnwindSafe(|| f(job.part))).is_err() {
+                slot.panicked.store(true, Ordering::Relaxed);
+            }
+        }
+        slot.done.store(seen, Ordering::Release);
+    }
+}
+
+/// Spins until `seq` moves past `seen`, parking after `spin`; returns the
+/// new sequence number.
+fn wait_for_post(slot: &Slot, seen: u64, spin: Duration) -> u64 {
+    let mut start = Instant::now();
+    let mut i = 0u32;
+    loop {
+        let s = slot.seq.load(Ordering::Acquire);
+        if s != seen {
+            return s;
+        }
+        i = i.wrapping_add(1);
+        if i % 128 == 0 && start.elapsed() >= spin {
+            slot.sleeping.store(true, Ordering::SeqCst);
+            if slot.seq.load(Ordering::SeqCst) == seen {
+                std::thread::park();
+            }
+            slot.sleeping.store(false, Ordering::SeqCst);
+            start = Instant::now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// [`split`], retried while another test of this process holds the team.
+    fn split_when_free(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+        for _ in 0..100_000 {
+            if split(parts, f) {
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        false
+    }
+
+    #[test]
+    fn every_part_runs_once_and_the_team_is_free_afterwards() {
+        let n = size();
+        for round in 0..200 {
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            let ran = split_when_free(n, &|p| {
+                hits[p].fetch_add(p + 1, Ordering::Relaxed);
+            });
+            assert!(
+                ran || n == 1,
+                "round {round}: the team refused an idle split"
+            );
+            for (p, h) in hits.iter().enumerate() {
+                assert_eq!(h.load(Ordering::Relaxed), p + 1, "round {round}, part {p}");
+            }
+            if round % 50 == 0 {
+                // let the helpers park, so the next post must wake them
+                std::thread::sleep(spin_time() + Duration::from_millis(2));
+            }
+        }
+    }
+
+    #[test]
+    fn ranks_sharing_a_machine_share_its_cores() {
+        assert_eq!(helpers_for(2, 2, 1), 1);
+        assert_eq!(helpers_for(2, 2, 2), 0);
+        assert_eq!(helpers_for(16, 16, 4), 3);
+        assert_eq!(helpers_for(4, 16, 1), 3, "the pool's size is the cap");
+        assert_eq!(helpers_for(8, 2, 4), 0, "more ranks than cores");
+        assert_eq!(helpers_for(1, 8, 0), 0);
+    }
+
+    #[test]
+    fn a_split_inside_a_split_is_refused_instead_of_waiting() {
+        if size() < 2 {
+            eprintln!("skipped: one thread, the team has no helpers");
+            return;
+        }
+        let inner = AtomicUsize::new(0);
+        assert!(split_when_free(2, &|_| {
+            if !split(2, &|_| {}) {
+                inner.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+        assert_eq!(inner.load(Ordering::Relaxed), 2);
+        assert!(!split(size() + 1, &|_| {}), "more parts than threads");
+    }
+
+    #[test]
+    fn a_panicking_part_is_reported_after_all_parts_finish() {
+        if size() < 2 {
+            eprintln!("skipped: one thread, the team has no helpers");
+            return;
+        }
+        let finished = AtomicUsize::new(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            split_when_free(2, &|p| {
+                if p == 1 {
+                    panic!("part one fails");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+                finished.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(finished.load(Ordering::Relaxed), 1);
+        // and the team works again
+        assert!(split_when_free(2, &|_| {}));
+    }
+}
