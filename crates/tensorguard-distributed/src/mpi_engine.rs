@@ -360,7 +360,7 @@ impl Thread {
         let out_len = match job.what {
             Collective::AllReduce(_) => len,
             Collective::AllGather => len * n,
-            Collective::ReduceScatter(_) if len % n != 0 => {
+            Collective::ReduceScatter(_) if !len.is_multiple_of(n) => {
                 return Err(self.error(
                     job.op,
                     format!("{len} elements cannot be split into {n} equal blocks."),
@@ -422,7 +422,7 @@ impl Thread {
             spins += 1;
             // the clock and the ping probe cost more than a test: not
             // every turn
-            if spins % 64 != 0 {
+            if !spins.is_multiple_of(64) {
                 continue;
             }
             if start.elapsed() > self.timeout {

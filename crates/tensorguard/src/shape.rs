@@ -139,7 +139,7 @@ impl ShapeSpec {
         };
         match infer {
             Some(i) => {
-                if known == 0 || numel % known != 0 {
+                if known == 0 || !numel.is_multiple_of(known) {
                     return Err(bad());
                 }
                 out[i] = numel / known;

@@ -241,7 +241,7 @@ fn dim(t: &Tensor, x: u8) -> isize {
         return n.max(1);
     }
     if n == 0 {
-        return if x % 2 == 0 { 0 } else { -1 };
+        return if x.is_multiple_of(2) { 0 } else { -1 };
     }
     (x as isize) % (2 * n) - n
 }
@@ -374,7 +374,9 @@ fn view(a: &Tensor, p: [u8; 4]) -> Result<Tensor> {
         4 => {
             // split the numel into two factors when it has one
             let numel = a.numel();
-            let f = (2..=4).find(|f| numel % f == 0 && numel > 0).unwrap_or(1);
+            let f = (2..=4)
+                .find(|f| numel.is_multiple_of(*f) && numel > 0)
+                .unwrap_or(1);
             a.reshape(vec![f as isize, -1])
         }
         5 => a.squeeze(),
@@ -495,7 +497,7 @@ fn run_step(pool: &[Tensor], s: &Step, dev: &Device) -> Result<Vec<Tensor>> {
             let o = if p[0] % 3 == 2 && a.ndim() >= 2 {
                 // (.., m, k) @ (.., k, m): batched, always compatible
                 a.transpose(-1, -2)?
-            } else if p[0] % 3 == 0 && a.ndim() > 0 {
+            } else if p[0].is_multiple_of(3) && a.ndim() > 0 {
                 let k = a.shape()[a.ndim() - 1];
                 let init = Init {
                     shape: vec![k, usize::from(p[1] % 4)],

@@ -43,7 +43,7 @@ pub fn format_size(bytes: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (u, name) in UNITS {
         if bytes >= u {
-            return if bytes % u == 0 {
+            return if bytes.is_multiple_of(u) {
                 format!("{} {name}", bytes / u)
             } else {
                 format!("{:.1} {name}", bytes as f64 / u as f64)

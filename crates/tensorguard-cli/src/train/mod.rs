@@ -348,7 +348,7 @@ impl Run {
             }
             if let Some(bar) = &bar {
                 bar.inc(1);
-                if i % 50 == 0 || i == n_batches {
+                if i.is_multiple_of(50) || i == n_batches {
                     let l = tg(loss_sum.item::<f32>())? as f64 / seen.max(1) as f64;
                     let a = tg(correct.item::<i64>())? as f64 / seen.max(1) as f64;
                     bar.set_message(format!("loss {l:.4}  acc {:.1}%", 100.0 * a));
@@ -526,7 +526,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

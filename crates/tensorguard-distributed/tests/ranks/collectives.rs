@@ -14,7 +14,7 @@ fn vals(r: usize) -> Vec<f64> {
 
 fn bools(r: usize) -> Vec<f64> {
     (0..N)
-        .map(|i| f64::from(u8::from((r + i) % 3 == 0)))
+        .map(|i| f64::from(u8::from((r + i).is_multiple_of(3))))
         .collect()
 }
 

@@ -71,7 +71,7 @@ pub(crate) struct SgdStep {
 /// The inputs in groups of `per`, all of one float dtype and each group
 /// of one shape; returns the dtype and the total number of elements.
 fn check_groups(op: &'static str, inputs: &[&Tensor], per: usize) -> Result<(DType, usize)> {
-    if inputs.is_empty() || inputs.len() % per != 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(per) {
         return Err(invalid(
             op,
             format!(

@@ -250,7 +250,7 @@ impl Drop for Posted {
                 i = i.wrapping_add(1);
                 // after a millisecond the helper was probably descheduled:
                 // stop taking its core from it
-                if i % 64 == 0 && start.elapsed() > Duration::from_millis(1) {
+                if i.is_multiple_of(64) && start.elapsed() > Duration::from_millis(1) {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
@@ -300,7 +300,7 @@ fn wait_for_post(slot: &Slot, seen: u64, spin: Duration) -> u64 {
             return s;
         }
         i = i.wrapping_add(1);
-        if i % 128 == 0 && start.elapsed() >= spin {
+        if i.is_multiple_of(128) && start.elapsed() >= spin {
             slot.sleeping.store(true, Ordering::SeqCst);
             if slot.seq.load(Ordering::SeqCst) == seen {
                 std::thread::park();

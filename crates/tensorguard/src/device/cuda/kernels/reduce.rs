@@ -444,7 +444,7 @@ mod tests {
         for len in [0, 1, 2, 3, 31, 32, 33, 100, 2047, 2048, 1 << 20] {
             for n_out in [1, 100, 5000, 1 << 20] {
                 let g = group_for(len, n_out);
-                assert!(g.is_power_of_two() && BLOCK % g == 0 && (g <= 32 || g == BLOCK));
+                assert!(g.is_power_of_two() && BLOCK.is_multiple_of(g) && (g <= 32 || g == BLOCK));
             }
         }
     }

@@ -64,7 +64,7 @@ const KEY_ADDR_BITS: u32 = 56;
 
 #[inline]
 pub(super) fn free_key(stream: StreamId, size: usize, addr: usize) -> FreeKey {
-    debug_assert!(size % MIN_BLOCK_SIZE == 0 && addr % 64 == 0);
+    debug_assert!(size.is_multiple_of(MIN_BLOCK_SIZE) && addr.is_multiple_of(64));
     ((stream as u128) << (KEY_SIZE_BITS + KEY_ADDR_BITS))
         | (((size / MIN_BLOCK_SIZE) as u128) << KEY_ADDR_BITS)
         | (addr / 64) as u128
@@ -76,7 +76,7 @@ pub(super) fn key_fits(addr: usize, size: usize) -> bool {
     let end = addr as u128 + size as u128;
     ((size / MIN_BLOCK_SIZE) as u128) < (1u128 << KEY_SIZE_BITS)
         && end / 64 < (1u128 << KEY_ADDR_BITS)
-        && addr % 64 == 0
+        && addr.is_multiple_of(64)
 }
 
 /// A segment obtained from the raw allocator, carved into blocks.

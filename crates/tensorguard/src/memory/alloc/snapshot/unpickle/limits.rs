@@ -48,7 +48,7 @@ impl<'a> Items<'a> {
     fn get(self, i: usize) -> &'a Value {
         match self {
             Items::Seq(s) => &s[i],
-            Items::Pairs(p) if i % 2 == 0 => &p[i / 2].0,
+            Items::Pairs(p) if i.is_multiple_of(2) => &p[i / 2].0,
             Items::Pairs(p) => &p[i / 2].1,
         }
     }

@@ -602,7 +602,7 @@ fn latin1_or_bytes(op: u8, b: &[u8]) -> Value {
 }
 
 fn pairs(items: Vec<Value>, r: &Reader, op: u8) -> Result<Vec<(Value, Value)>> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(r.corrupt(op, "an odd number of keys and values"));
     }
     let mut out = Vec::with_capacity(items.len() / 2);
