@@ -2,7 +2,6 @@
 //! coalesced, then visited in runs along the innermost dim, in parallel
 //! chunks when the output is contiguous and large.
 
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use crate::dtype::Native;
@@ -144,8 +143,7 @@ pub(crate) fn drive<O: Send, const N: usize, F>(
     // output is contiguous: split it by memory chunks
     if let Some(chunk) = split_chunk(numel, min).filter(|_| ol.is_contiguous()) {
         let o = &mut out[base[0]..base[0] + numel];
-        o.par_chunks_mut(chunk).enumerate().for_each(|(ci, oc)| {
-            let start = ci * chunk;
+        super::team::for_each_run_mut(o, chunk, |start, oc| {
             let end = start + oc.len();
             for_each_run(&shape, cref, base, start, end, |offs, len, inner| {
                 body(oc, base[0] + start, offs, len, inner)

@@ -1,5 +1,6 @@
 //! The host device: kernels run inline on the calling thread, split across
-//! rayon's pool when large.
+//! the spinning team (`team.rs`) when large, or rayon's pool when the team
+//! is taken.
 
 mod copy;
 pub(crate) mod custom;

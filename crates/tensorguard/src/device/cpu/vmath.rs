@@ -7,7 +7,6 @@ use std::any::TypeId;
 
 use half::{bf16, f16};
 use num_traits::Float;
-use rayon::prelude::*;
 
 use super::iter::{split_chunk, PAR_HEAVY};
 use crate::device::kernel::UnaryOp;
@@ -122,13 +121,9 @@ pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) 
         kernel(x, o);
         return true;
     };
-    match x {
-        Some(x) => o
-            .par_chunks_mut(chunk)
-            .zip(x.par_chunks(chunk))
-            .for_each(|(o, x)| kernel(Some(x), o)),
-        None => o.par_chunks_mut(chunk).for_each(|o| kernel(None, o)),
-    }
+    super::team::for_each_run_mut(o, chunk, |start, o| {
+        kernel(x.map(|x| &x[start..start + o.len()]), o)
+    });
     true
 }
 
