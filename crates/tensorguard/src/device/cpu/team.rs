@@ -368,6 +368,15 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
+    /// Whether the team has no helpers (one thread), saying the test skips.
+    fn no_helpers() -> bool {
+        let none = size() < 2;
+        if none {
+            eprintln!("skipped: one thread, the team has no helpers");
+        }
+        none
+    }
+
     /// [`split`], retried while another test of this process holds the team.
     fn split_when_free(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
         for _ in 0..100_000 {
@@ -429,8 +438,7 @@ mod tests {
 
     #[test]
     fn a_split_inside_a_split_is_refused_instead_of_waiting() {
-        if size() < 2 {
-            eprintln!("skipped: one thread, the team has no helpers");
+        if no_helpers() {
             return;
         }
         let inner = AtomicUsize::new(0);
@@ -445,8 +453,7 @@ mod tests {
 
     #[test]
     fn a_panicking_part_is_reported_after_all_parts_finish() {
-        if size() < 2 {
-            eprintln!("skipped: one thread, the team has no helpers");
+        if no_helpers() {
             return;
         }
         let finished = AtomicUsize::new(0);
