@@ -224,23 +224,21 @@ fn gemm_with<T: Native>(out: &mut KOut<'_>, a: &KIn<'_>, b: &KIn<'_>, par: bool)
         }
         return;
     }
+    // Note [Spinning team]: a product split in blocks of whole rows (or
+    // columns, whichever side is longer) over the team's threads, each
+    // block a one-thread gemm; gemm's own rayon split when the team is taken
+    let parts = team::size();
+    let (side, by_rows) = if m >= n { (m, true) } else { (n, false) };
+    let edge = |p: usize| (side * p / parts).next_multiple_of(16).min(side);
     for &j in &jobs {
-        // Note [Spinning team]: a product split in blocks of whole rows
-        // (or columns, whichever side is longer) over the team's threads,
-        // each block a one-thread gemm; gemm's own rayon split when the
-        // team is taken
-        let parts = team::size();
-        let by_rows = m >= n;
-        let side = if by_rows { m } else { n };
-        let edge = |p: usize| (side * p / parts).next_multiple_of(16).min(side);
         let run = |p: usize| {
             let (s, e) = (edge(p), edge(p + 1));
+            let b = if by_rows {
+                (s, e - s, 0, n)
+            } else {
+                (0, m, s, e - s)
+            };
             if e > s {
-                let b = if by_rows {
-                    (s, e - s, 0, n)
-                } else {
-                    (0, m, s, e - s)
-                };
                 block(base.get(), j, b, gemm::Parallelism::None);
             }
         };

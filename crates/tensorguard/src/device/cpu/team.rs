@@ -87,7 +87,7 @@ struct Team {
 
 /// How long a helper spins for the next job before it parks:
 /// `TENSORGUARD_SPIN_US` microseconds, default 500; 0 parks at once.
-pub(crate) fn spin_time() -> Duration {
+fn spin_time() -> Duration {
     static T: OnceLock<Duration> = OnceLock::new();
     *T.get_or_init(|| {
         let Ok(v) = std::env::var("TENSORGUARD_SPIN_US") else {
