@@ -97,8 +97,10 @@ pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
 /// Drive an elementwise kernel over `layouts` (the output first, all with
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
 /// `out[offsets[0] - out_base ..]` for one run. The output's elements are
-/// split over the pool from `min` of them ([`PAR_MIN`], [`PAR_HEAVY`], or
-/// less for a reduction whose every output element reads a whole lane).
+/// split from `min` of them ([`PAR_MIN`], [`PAR_HEAVY`], or less for a
+/// reduction whose every output element reads a whole lane) over the
+/// spinning team, one run a thread, or in [`split_chunk`]'s chunks over
+/// rayon's pool when the team is taken (Note [Spinning team]).
 pub(crate) fn drive<O: Send, const N: usize, F>(
     out: &mut [O],
     layouts: [&Layout; N],
