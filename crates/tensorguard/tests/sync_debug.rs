@@ -263,3 +263,31 @@ fn the_ledgers_reset_together_and_the_mode_parses() -> Result<()> {
     assert_no_live_memory(&dev);
     Ok(())
 }
+
+#[test]
+fn the_time_a_synchronisation_waited_is_counted() -> Result<()> {
+    let _g = setup();
+    let dev = Device::Emulated(7);
+    // about 40 ms of queued products (1/256 keeps the values at one)
+    let a = Tensor::full([256, 256], 1.0 / 256.0, DType::F32, &dev)?;
+    let mut x = Tensor::ones([256, 256], DType::F32, &dev)?;
+    for _ in 0..200 {
+        x = x.matmul(&a)?;
+    }
+    let before = transfer::sync_stats_for(&dev);
+    let t0 = std::time::Instant::now();
+    device::synchronize(&dev)?;
+    let wall = t0.elapsed();
+    let s = transfer::sync_stats_for(&dev).since(&before);
+    assert_eq!(s.syncs, 1);
+    // the wait is measured by the wait itself: inside the call, not zero
+    assert!(
+        s.wait > std::time::Duration::ZERO && s.wait <= wall,
+        "{s:?} in {wall:?}"
+    );
+    // a read then waits for nothing queued: its copy is what it waits for
+    assert_eq!(x.to_vec::<f32>()?[..2], [1.0, 1.0]);
+    drop((a, x));
+    assert_no_live_memory(&dev);
+    Ok(())
+}

@@ -34,12 +34,13 @@ struct Key {
 pub(crate) struct SiteCell {
     site: &'static Location<'static>,
     tally: Tally,
-    /// Written by the stream worker after the copy ran: on its own cache
-    /// line, away from the counters the host writes.
+    /// Written by the stream worker after the copy ran: on its own pair of
+    /// cache lines, away from the counters the host writes (Intel's
+    /// spatial prefetcher moves lines in 128-byte pairs).
     nanos: Padded,
 }
 
-#[repr(align(64))]
+#[repr(align(128))]
 struct Padded(AtomicU64);
 
 impl SiteCell {

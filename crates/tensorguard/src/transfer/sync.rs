@@ -12,13 +12,13 @@
 //! [`Event::synchronize`](crate::device::Event::synchronize). Tensors on the
 //! cpu never synchronise.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -157,12 +157,41 @@ thread_local! {
     static RECENT: Recent<Key, SyncCell> = const { RefCell::new(Vec::new()) };
 }
 
+// Note [Wait time from the wait]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The time a synchronisation waited is measured by the backend's wait
+// itself and added to the waiting thread's total (`note_host_wait`); a
+// scope takes the difference of that total between its start and end. The
+// emulated device's wait reads the clock anyway (it spins, watching it),
+// CUDA's wait reads it around the driver call. A scope reading the clock
+// itself cost two readings per blocking copy, 10% of a 1 KiB copy on emu
+// (`benches/transfer.rs`, transfer_ledger).
+
+thread_local! {
+    /// The nanoseconds this thread has waited for devices, in total.
+    static WAITED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Add `d` to the calling thread's time spent waiting for a device (called
+/// by the backends' host waits: Note [Wait time from the wait]).
+pub(crate) fn note_host_wait(d: Duration) {
+    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    // a thread being torn down has no scope left to read it
+    let _ = WAITED.try_with(|w| w.set(w.get().saturating_add(nanos)));
+}
+
+/// The calling thread's total wait so far.
+fn waited_total() -> u64 {
+    WAITED.try_with(Cell::get).unwrap_or(0)
+}
+
 /// An open synchronisation: created before the host waits, it adds the
-/// time it lived to its row when dropped (and warns, in `Warn` mode, the
-/// first time at its row).
+/// time the host waited while it lived to its row when dropped (and warns,
+/// in `Warn` mode, the first time at its row).
 pub(crate) struct SyncScope {
     cell: &'static SyncCell,
-    start: Instant,
+    /// The thread's wait total when the scope opened.
+    waited_before: u64,
     warn: bool,
 }
 
@@ -205,19 +234,17 @@ pub(crate) fn sync_scope(
     cell.syncs.fetch_add(1, Ordering::Relaxed);
     Ok(Some(SyncScope {
         cell,
-        start: Instant::now(),
+        waited_before: waited_total(),
         warn: mode == SyncDebugMode::Warn,
     }))
 }
 
 impl Drop for SyncScope {
     fn drop(&mut self) {
-        let waited = self.start.elapsed();
+        let nanos = waited_total().saturating_sub(self.waited_before);
+        let waited = Duration::from_nanos(nanos);
         let c = self.cell;
-        c.nanos.fetch_add(
-            u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        c.nanos.fetch_add(nanos, Ordering::Relaxed);
         if self.warn && !c.warned.swap(true, Ordering::Relaxed) {
             let n = c.syncs.load(Ordering::Relaxed);
             crate::warnings::warn(

@@ -435,8 +435,16 @@ impl CudaStream {
         st.inflight.clear();
     }
 
-    /// Block until position `seq` completed (then poll).
+    /// Block until position `seq` completed (then poll). The time waited
+    /// goes to the sync ledger (Note [Wait time from the wait] in
+    /// `transfer/sync.rs`).
     pub(super) fn wait(&self, ring: &FaultRing, seq: u64) {
+        let start = Instant::now();
+        self.wait_untimed(ring, seq);
+        crate::transfer::note_host_wait(start.elapsed());
+    }
+
+    fn wait_untimed(&self, ring: &FaultRing, seq: u64) {
         while self.completed() < seq {
             let event = {
                 let st = self.state.lock();

@@ -69,20 +69,21 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 /// kilobyte a slot).
 const QUEUE_KEEP: usize = 256;
 
-/// Spin until `done` (at most [`SPIN`]); returns the clock reading taken
-/// just before `done` was seen true (a worker's start stamp for the work it
-/// found: no second reading), `None` when it was still false.
-fn spin_until(mut done: impl FnMut() -> bool) -> Option<Instant> {
+/// Spin until `done` (at most [`SPIN`]). Returns the clock reading taken
+/// when the spin started and the one taken just before `done` was seen
+/// true (a worker's start stamp for the work it found, the end of a host's
+/// wait: no second reading), `None` when it was still false.
+fn spin_until(mut done: impl FnMut() -> bool) -> (Instant, Option<Instant>) {
     let start = Instant::now();
     let mut now = start;
     while now.saturating_duration_since(start) < SPIN {
         if done() {
-            return Some(now);
+            return (start, Some(now));
         }
         std::hint::spin_loop();
         now = Instant::now();
     }
-    done().then_some(now)
+    (start, done().then_some(now))
 }
 
 pub(crate) struct Worker {
@@ -140,24 +141,30 @@ impl Worker {
 
     /// Block until position `seq` completed, without taking a fault.
     fn wait_quiet(&self, seq: u64) {
-        spin_until(|| self.completed() >= seq);
-        let mut st = self.state.lock();
-        while self.completed() < seq {
-            self.done.wait(&mut st);
-        }
+        drop(self.block_until(seq));
     }
 
     /// Block until position `seq` completed; return (and clear) a fault.
     pub(crate) fn wait(&self, seq: u64) -> Result<()> {
-        spin_until(|| self.completed() >= seq);
+        match self.block_until(seq).fault.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Spin, then sleep, until position `seq` completed; the state comes
+    /// back locked. The time waited goes to the sync ledger from the spin's
+    /// own clock readings (Note [Wait time from the wait] in
+    /// `transfer/sync.rs`).
+    fn block_until(&self, seq: u64) -> parking_lot::MutexGuard<'_, State> {
+        let (start, seen) = spin_until(|| self.completed() >= seq);
         let mut st = self.state.lock();
         while self.completed() < seq {
             self.done.wait(&mut st);
         }
-        match st.fault.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let end = seen.unwrap_or_else(Instant::now);
+        crate::transfer::note_host_wait(end.saturating_duration_since(start));
+        st
     }
 
     fn run(self: Arc<Self>) {
@@ -185,7 +192,7 @@ impl Worker {
                     }
                     // briefly look for new work before sleeping
                     drop(st);
-                    let seen = spin_until(|| self.queued.load(Ordering::Acquire) > last);
+                    let (_, seen) = spin_until(|| self.queued.load(Ordering::Acquire) > last);
                     st = self.state.lock();
                     if st.queue.is_empty() {
                         self.work.wait(&mut st);
