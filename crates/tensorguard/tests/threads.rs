@@ -439,3 +439,32 @@ fn reductions_split_by_elements_read_match_one_lane(dev: &Device) -> Result<()> 
     }
     Ok(())
 }
+
+common::test_device!(
+    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time,
+    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_cpu,
+    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_emu,
+    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_cuda
+);
+/// A sum over all of 4M f64 (split over the pool in chunks) adds its
+/// chunks' partials in one order: the same bits on every run, however the
+/// pool split the work. Large values every 997 elements make the order of
+/// the additions visible in the last bits.
+fn a_full_sum_split_over_the_pool_gives_the_same_bits_every_time(dev: &Device) -> Result<()> {
+    let n = 1usize << 22;
+    let v: Vec<f64> = (0..n)
+        .map(|i| {
+            if i % 997 == 0 {
+                1e12 + i as f64
+            } else {
+                (i % 7) as f64 * 1e-3
+            }
+        })
+        .collect();
+    let x = Tensor::from_vec(v, [n], dev)?;
+    let first = x.sum()?.item::<f64>()?.to_bits();
+    for run in 0..10 {
+        assert_eq!(x.sum()?.item::<f64>()?.to_bits(), first, "run {run}");
+    }
+    Ok(())
+}

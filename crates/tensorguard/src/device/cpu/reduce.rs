@@ -135,16 +135,20 @@ fn sum_range<T: Native>(data: &[T], lanes: &Lanes, base: usize, s: usize, e: usi
 
 fn sum_lane<T: Native>(data: &[T], lanes: &Lanes, base: usize, s: usize, e: usize) -> T {
     if T::IS_FLOAT {
-        // big single lanes (full reductions) are split across threads
+        // big single lanes (full reductions) are split across threads; the
+        // partials are added in chunk order, so the result does not depend
+        // on how rayon happened to split the work (its `sum` adds along its
+        // split tree, whose shape follows work stealing: the last bits of
+        // an f64 sum could change from run to run)
         if e - s >= PAR_MIN * 8 {
             let chunk = (e - s).div_ceil(rayon::current_num_threads() * 4);
-            let total: f64 = (s..e)
+            let partials: Vec<f64> = (s..e)
                 .step_by(chunk)
                 .collect::<Vec<_>>()
                 .par_iter()
                 .map(|&c| sum_range(data, lanes, base, c, (c + chunk).min(e)))
-                .sum();
-            return T::from_f64(total);
+                .collect();
+            return T::from_f64(partials.iter().sum());
         }
         T::from_f64(sum_range(data, lanes, base, s, e))
     } else {
