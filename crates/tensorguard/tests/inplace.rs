@@ -955,6 +955,61 @@ fn lent_host_memory_is_the_tensor_itself_and_a_lent_write_is_a_write_in_place() 
 }
 
 #[test]
+fn an_op_on_lent_memory_from_inside_the_closure_is_an_error_not_a_deadlock() -> Result<()> {
+    let cpu = Device::Cpu;
+    let emu = common::fresh_emu();
+    let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [4], &cpu)?;
+    let other = Tensor::ones([4], DType::F32, &cpu)?;
+    let is_lend_error = |r: Result<Tensor>| match r {
+        Err(e) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("is lent, on this thread") && m.contains("deadlock"),
+                "{m}"
+            );
+        }
+        Ok(_) => panic!("an op on lent memory ran"),
+    };
+    // reads, writes, views and copies of the lent storage, while lent for reading
+    t.with_host_data(|xs: &[f32]| {
+        assert_eq!(xs.len(), 4);
+        is_lend_error(t.add(&other));
+        is_lend_error(t.slice(0, 1..3)?.sum());
+        is_lend_error(t.to(&emu));
+        assert!(t.add_(&other).is_err());
+        assert!(t.to_vec::<f32>().is_err());
+        assert!(t.with_host_data(|_: &[f32]| ()).is_err());
+        // other tensors stay usable, and can be lent too
+        assert_eq!(other.with_host_data(|o: &[f32]| o[0])?, 1.0);
+        assert_eq!(other.add(&other)?.to_vec::<f32>()?, [2.0; 4]);
+        Ok::<(), Error>(())
+    })??;
+    // ... and while lent for writing
+    tensorguard::autograd::no_grad(|| {
+        t.with_host_data_mut(|xs: &mut [f32]| {
+            xs[0] = 10.0;
+            is_lend_error(t.mul(&other));
+            is_lend_error(t.to(&emu));
+            assert!(other.copy_(&t).is_err());
+        })
+    })?;
+    // once the closure returned, the tensor is an ordinary tensor again
+    assert_eq!(t.add(&other)?.to_vec::<f32>()?, [11.0, 3.0, 4.0, 5.0]);
+    // another thread is not refused: its write waits for the closure
+    let t2 = t.alias(); // a second handle of the same tensor
+    let h = t.with_host_data(|_: &[f32]| {
+        std::thread::spawn(move || {
+            t2.add_(&Tensor::ones([4], DType::F32, &Device::Cpu)?)
+                .map(|_| ())
+        })
+    })?;
+    h.join().expect("the other thread does not panic")?;
+    assert_eq!(t.to_vec::<f32>()?, [11.0, 3.0, 4.0, 5.0]);
+    common::assert_no_live_memory(&emu);
+    Ok(())
+}
+
+#[test]
 fn lending_refuses_device_memory_strided_views_other_dtypes_and_tracked_writes() -> Result<()> {
     let emu = common::fresh_emu();
     let e = Tensor::zeros([4], DType::F32, &emu)?;

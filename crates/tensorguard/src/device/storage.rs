@@ -3,7 +3,7 @@
 //! and the record of which streams still use it.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
@@ -136,6 +136,45 @@ impl Poison {
 // list with those events (`Backend::defer_free`), and its block is reused
 // only once they completed (PyTorch's `record_stream`, done for the user).
 
+// Note [Lent storages]
+// ~~~~~~~~~~~~~~~~~~~~
+// `with_host_data(_mut)` holds the storage's lock while its closure runs.
+// An op on the same storage from inside the closure (the tensor itself, a
+// view of it, a copy of it to a device whose worker then waits for the
+// lock) would wait for the closure, which waits for the op: a deadlock
+// with no message. So a lend is recorded twice: a count in the storage
+// (`lends`, the one relaxed load an op pays when nothing is lent) and the
+// storage's id in the lending thread's list (`LENT`). Every op checks its
+// operands (`check_usable`, from `ops::launch_impl`, the transfer path and
+// host reads) and fails with an error naming the lend instead. Other
+// threads are not refused: they wait for the closure, as for any op.
+
+thread_local! {
+    /// Ids of the storages this thread has lent to closures still running.
+    static LENT: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread has storage `id` lent (Note [Lent storages]).
+fn lent_here(id: u64) -> bool {
+    LENT.try_with(|l| l.borrow().contains(&id)).unwrap_or(false)
+}
+
+/// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.
+pub(crate) struct LendGuard<'a>(&'a Storage);
+
+impl Drop for LendGuard<'_> {
+    fn drop(&mut self) {
+        let id = self.0.id;
+        let _ = LENT.try_with(|l| {
+            let mut l = l.borrow_mut();
+            if let Some(i) = l.iter().rposition(|&x| x == id) {
+                l.remove(i);
+            }
+        });
+        self.0.lends.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Memory shared by a tensor and its views: a block from its device's
 /// allocator, the version counter, the usage marks and the poison slot.
 /// See Note [Lock order] and Note [Storage usage marks].
@@ -154,6 +193,9 @@ pub(crate) struct Storage {
     /// async transfer reads or writes it): host reads and writes then wait
     /// for that work. One relaxed load on the host's hot path otherwise.
     foreign: AtomicBool,
+    /// How many `with_host_data` closures have this storage lent right now
+    /// (Note [Lent storages]): one relaxed load per operand of an op.
+    lends: AtomicU32,
     /// What of this host storage was copied to which device at which
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
@@ -203,6 +245,7 @@ impl Storage {
                 uses: Mutex::new(Uses::default()),
                 pinned,
                 foreign: AtomicBool::new(false),
+                lends: AtomicU32::new(0),
                 copies: CopyHistory::default(),
                 poison: OnceLock::new(),
             })
@@ -247,6 +290,39 @@ impl Storage {
             Some(p) => Err(p.error(used_by)),
             None => Ok(()),
         }
+    }
+
+    /// [`check_poison`](Self::check_poison), then that this thread has not
+    /// lent the storage to a closure still running (Note [Lent storages]):
+    /// what an op checks of each operand before it runs.
+    pub(crate) fn check_usable(&self, used_by: &'static str) -> Result<()> {
+        self.check_poison(used_by)?;
+        self.check_not_lent_here(used_by)
+    }
+
+    /// [`Error::InvalidArgument`] when a `with_host_data` closure running
+    /// on this thread has this storage lent (Note [Lent storages]).
+    pub(crate) fn check_not_lent_here(&self, used_by: &'static str) -> Result<()> {
+        if self.lends.load(Ordering::Relaxed) == 0 || !lent_here(self.id) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            used_by,
+            format!(
+                "the tensor's memory (storage {}) is lent, on this thread, to the closure of a `with_host_data` or `with_host_data_mut` call that has not returned. The op would wait for the closure to give the memory back while the closure waits for the op: a deadlock. Work on the slice the closure was given, or call the op after `with_host_data` returns.",
+                self.id
+            ),
+        ))
+    }
+
+    /// Lend this storage to a closure running on this thread until the
+    /// guard drops; refused when this thread lends it already (a nested
+    /// lend would wait for the outer one). Note [Lent storages].
+    pub(crate) fn lend(&self, op: &'static str) -> Result<LendGuard<'_>> {
+        self.check_not_lent_here(op)?;
+        LENT.with(|l| l.borrow_mut().push(self.id));
+        self.lends.fetch_add(1, Ordering::Relaxed);
+        Ok(LendGuard(self))
     }
 
     /// Record an in-place write made at `site`.

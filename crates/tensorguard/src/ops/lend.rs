@@ -19,8 +19,10 @@ impl Tensor {
     /// dtype (`u8` also reads `bool`, stored as one byte of 0 or 1). Queued
     /// device work that writes it (a pending non-blocking copy into pinned
     /// memory) is waited for first. While `f` runs the tensor is locked for
-    /// reading: ops that write it from other threads wait, and `f` itself
-    /// must not write it through another op (that op would wait for `f`).
+    /// reading: ops that write it from other threads wait. `f` itself must
+    /// not use the tensor (or a view of its memory) through an op, which
+    /// would wait for `f`: such an op fails with an error saying so instead
+    /// of deadlocking, as does lending it again inside `f`.
     ///
     /// ```
     /// use tensorguard::{Device, Tensor};
@@ -39,6 +41,8 @@ impl Tensor {
         self.check_lendable::<T>(OP)?;
         let storage = self.storage();
         storage.sync_for_host_read(OP)?;
+        // dropped after the lock: Note [Lent storages]
+        let _lend = storage.lend(OP)?;
         let guard = storage.data.read();
         let data = contiguous_view::<T>(OP, self.dtype(), self.layout(), guard.host_bytes()?)?;
         Ok(f(data))
@@ -91,11 +95,14 @@ impl Tensor {
         // memory written by a failed kernel is never read, nor written
         // again (the sync checks it only when device work used the storage)
         storage.check_poison(OP)?;
+        // dropped after the lock: Note [Lent storages]
+        let lend = storage.lend(OP)?;
         let mut guard = storage.data.write();
         let data =
             contiguous_view_mut::<T>(OP, self.dtype(), self.layout(), guard.host_bytes_mut()?)?;
         let r = f(data);
         drop(guard);
+        drop(lend);
         storage.bump_version(site);
         Ok(r)
     }

@@ -130,11 +130,11 @@ fn launch_impl(
     }
     // memory written by a failed kernel is never read, nor written again
     // (a kernel already queued that reads it poisons its outputs instead)
-    let operands = outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t));
-    if let Some(p) = operands.map(|t| t.storage()).find_map(|s| s.poisoned()) {
-        return Err(p.error(op_name(kernel, inplace)));
-    }
+    // nor used from inside a closure it is lent to (Note [Lent storages])
     let op = op_name(kernel, inplace);
+    for t in outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t)) {
+        t.storage().check_usable(op)?;
+    }
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
     let o: SmallVec<[Arg<'_>; 2]> = outs
         .iter()

@@ -268,9 +268,10 @@ pub(crate) fn transfer_into(
     site: &'static Location<'static>,
 ) -> Result<()> {
     let (sdev, ddev) = (src.device(), dst.device());
-    // memory written by a failed kernel is not copied, nor copied into
-    src.storage().check_poison(op)?;
-    dst.storage().check_poison(op)?;
+    // memory written by a failed kernel is not copied, nor copied into;
+    // memory lent to a running closure is not touched (Note [Lent storages])
+    src.storage().check_usable(op)?;
+    dst.storage().check_usable(op)?;
     let (dir, run_dev, host) = match (sdev.is_cpu(), ddev.is_cpu()) {
         (true, false) => (Direction::HostToDevice, ddev, Some(src)),
         (false, true) => (Direction::DeviceToHost, sdev, Some(dst)),
@@ -331,6 +332,7 @@ pub(crate) fn read_to_host(
     site: &'static Location<'static>,
 ) -> Result<Option<Tensor>> {
     let device = t.device();
+    t.storage().check_not_lent_here(op)?;
     // a read of device memory makes the host wait for the device: the
     // sync debug mode may refuse it before anything happens
     let _sync = transfer::sync_scope(op, device, site)?;
