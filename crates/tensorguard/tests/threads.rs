@@ -449,22 +449,35 @@ common::test_device!(
 /// A sum over all of 4M f64 (split over the pool in chunks) adds its
 /// chunks' partials in one order: the same bits on every run, however the
 /// pool split the work. Large values every 997 elements make the order of
-/// the additions visible in the last bits.
+/// the additions visible in the last bits (alternating +-1e15 among small
+/// values). On the cpu the sums run in a
+/// pool of 8 threads (32 chunks), more threads than this machine's cores,
+/// so work stealing splits them differently from run to run.
 fn a_full_sum_split_over_the_pool_gives_the_same_bits_every_time(dev: &Device) -> Result<()> {
     let n = 1usize << 22;
     let v: Vec<f64> = (0..n)
         .map(|i| {
             if i % 997 == 0 {
-                1e12 + i as f64
+                // alternating signs: partials of very different sizes
+                if (i / 997) % 2 == 0 {
+                    1e15 + i as f64
+                } else {
+                    -1e15 + 0.3
+                }
             } else {
                 (i % 7) as f64 * 1e-3
             }
         })
         .collect();
     let x = Tensor::from_vec(v, [n], dev)?;
-    let first = x.sum()?.item::<f64>()?.to_bits();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(8)
+        .build()
+        .expect("a pool of 8 threads");
+    let sum = || pool.install(|| x.sum()?.item::<f64>().map(f64::to_bits));
+    let first = sum()?;
     for run in 0..10 {
-        assert_eq!(x.sum()?.item::<f64>()?.to_bits(), first, "run {run}");
+        assert_eq!(sum()?, first, "run {run}");
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! and the record of which streams still use it.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
@@ -142,9 +142,9 @@ impl Poison {
 // An op on the same storage from inside the closure (the tensor itself, a
 // view of it, a copy of it to a device whose worker then waits for the
 // lock) would wait for the closure, which waits for the op: a deadlock
-// with no message. So a lend is recorded twice: a count in the storage
-// (`lends`, the one relaxed load an op pays when nothing is lent) and the
-// storage's id in the lending thread's list (`LENT`). Every op checks its
+// with no message. So a lend records the storage's id in the lending
+// thread's list (`LENT`, empty on a thread that lends nothing: the one
+// thread-local read an op's check costs then). Every op checks its
 // operands (`check_usable`, from `ops::launch_impl`, the transfer path and
 // host reads) and fails with an error naming the lend instead. Other
 // threads are not refused: they wait for the closure, as for any op.
@@ -156,7 +156,11 @@ thread_local! {
 
 /// Whether this thread has storage `id` lent (Note [Lent storages]).
 fn lent_here(id: u64) -> bool {
-    LENT.try_with(|l| l.borrow().contains(&id)).unwrap_or(false)
+    LENT.try_with(|l| {
+        let l = l.borrow();
+        !l.is_empty() && l.contains(&id)
+    })
+    .unwrap_or(false)
 }
 
 /// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.
@@ -171,7 +175,6 @@ impl Drop for LendGuard<'_> {
                 l.remove(i);
             }
         });
-        self.0.lends.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -193,9 +196,6 @@ pub(crate) struct Storage {
     /// async transfer reads or writes it): host reads and writes then wait
     /// for that work. One relaxed load on the host's hot path otherwise.
     foreign: AtomicBool,
-    /// How many `with_host_data` closures have this storage lent right now
-    /// (Note [Lent storages]): one relaxed load per operand of an op.
-    lends: AtomicU32,
     /// What of this host storage was copied to which device at which
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
@@ -245,7 +245,6 @@ impl Storage {
                 uses: Mutex::new(Uses::default()),
                 pinned,
                 foreign: AtomicBool::new(false),
-                lends: AtomicU32::new(0),
                 copies: CopyHistory::default(),
                 poison: OnceLock::new(),
             })
@@ -303,7 +302,7 @@ impl Storage {
     /// [`Error::InvalidArgument`] when a `with_host_data` closure running
     /// on this thread has this storage lent (Note [Lent storages]).
     pub(crate) fn check_not_lent_here(&self, used_by: &'static str) -> Result<()> {
-        if self.lends.load(Ordering::Relaxed) == 0 || !lent_here(self.id) {
+        if !lent_here(self.id) {
             return Ok(());
         }
         Err(Error::invalid(
@@ -321,7 +320,6 @@ impl Storage {
     pub(crate) fn lend(&self, op: &'static str) -> Result<LendGuard<'_>> {
         self.check_not_lent_here(op)?;
         LENT.with(|l| l.borrow_mut().push(self.id));
-        self.lends.fetch_add(1, Ordering::Relaxed);
         Ok(LendGuard(self))
     }
 

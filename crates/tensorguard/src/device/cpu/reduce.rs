@@ -142,11 +142,12 @@ fn sum_lane<T: Native>(data: &[T], lanes: &Lanes, base: usize, s: usize, e: usiz
         // an f64 sum could change from run to run)
         if e - s >= PAR_MIN * 8 {
             let chunk = (e - s).div_ceil(rayon::current_num_threads() * 4);
-            let partials: Vec<f64> = (s..e)
-                .step_by(chunk)
-                .collect::<Vec<_>>()
-                .par_iter()
-                .map(|&c| sum_range(data, lanes, base, c, (c + chunk).min(e)))
+            let partials: Vec<f64> = (0..(e - s).div_ceil(chunk))
+                .into_par_iter()
+                .map(|k| {
+                    let c = s + k * chunk;
+                    sum_range(data, lanes, base, c, (c + chunk).min(e))
+                })
                 .collect();
             return T::from_f64(partials.iter().sum());
         }
