@@ -16,7 +16,7 @@ use tensorguard::device::{self, Event, Stream};
 use tensorguard::{memory, DType, Device, Error, Result, Tensor};
 
 fn setup() {
-    // as many as `test_device!` needs: the hand-written tests own emu:0 to emu:8
+    // as many as `test_device!` needs: the hand-written tests own emu:0 to emu:10
     common::setup_emulated(common::EMU_DEVICES);
 }
 
@@ -477,12 +477,12 @@ fn stream_guards_dropped_in_any_order() -> Result<()> {
 #[test]
 fn events_across_devices() -> Result<()> {
     setup();
-    let (a, b) = (Device::Emulated(7), Device::Emulated(8));
+    let (a, b) = (Device::Emulated(9), Device::Emulated(10));
     {
         let sa = Stream::current(&a);
         let sb = Stream::current(&b);
-        // `x` is written on emu:7; emu:8's stream waits for it, then
-        // copies it over (the copy is queued on emu:8's stream)
+        // `x` is written on emu:9; emu:10's stream waits for it, then
+        // copies it over (the copy is queued on emu:10's stream)
         let x = slow(&matrix(&a)?, 2)?.sum()?;
         let ev = sa.record_event()?;
         ev.wait(&sb)?;
@@ -503,7 +503,7 @@ fn events_across_devices() -> Result<()> {
         assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
         let msg = err.to_string();
         assert!(
-            msg.contains("emu:7") && msg.contains("emu:8") && msg.contains("same device"),
+            msg.contains("emu:9") && msg.contains("emu:10") && msg.contains("same device"),
             "{msg}"
         );
         // an end event recorded before the start, on one stream

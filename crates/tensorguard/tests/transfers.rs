@@ -183,7 +183,8 @@ fn dropping_a_pinned_source_during_its_copy_is_safe() -> Result<()> {
     let _g = global_lock();
     let dev = Device::Emulated(4);
     for round in 0..20 {
-        let _work = busy(&dev, 3)?;
+        // the copy stays queued until the hold is released, on any machine
+        let hold = common::StreamHold::new(&dev)?;
         let src = Tensor::full([4096], round as f32, DType::F32, &Device::Cpu)?.pin_memory()?;
         let d = src.to_with(&dev, NB)?;
         assert!(!Stream::current(&dev).query(), "the copy is still queued");
@@ -191,7 +192,9 @@ fn dropping_a_pinned_source_during_its_copy_is_safe() -> Result<()> {
         // the next pinned block of that size must not be the source's block
         let other = Tensor::empty_pinned([4096], DType::F32)?;
         other.fill_(-1.0)?;
+        hold.release();
         assert!(d.to_vec::<f32>()?.iter().all(|&x| x == round as f32));
+        drop(hold);
     }
     assert_no_live_memory(&dev);
     Ok(())
@@ -202,7 +205,7 @@ fn device_to_host_non_blocking_lands_in_pinned_memory_and_reads_wait() -> Result
     setup();
     let dev = Device::Emulated(5);
     let x = Tensor::arange(0.0, 4096.0, &dev)?;
-    let _work = busy(&dev, 4)?;
+    let hold = common::StreamHold::new(&dev)?;
     let y = x.mul(2.0)?;
     let before = transfer::stats_for(&dev);
     let h = y.to_with(&Device::Cpu, NB)?;
@@ -212,10 +215,11 @@ fn device_to_host_non_blocking_lands_in_pinned_memory_and_reads_wait() -> Result
         "returned before the copy ran"
     );
     // a host op reading the result waits for the copy
+    hold.release_later(std::time::Duration::from_millis(20));
     let s = h.sum()?.item::<f32>()?;
     assert_eq!(s, 2.0 * (4095.0 * 4096.0 / 2.0));
     let moved = transfer::stats_for(&dev).since(&before);
-    drop(_work);
+    drop(hold);
     assert_eq!(moved.device_to_host.non_blocking.copies, 1);
     assert_eq!(moved.device_to_host.pinned.copies, 1);
     assert_eq!(moved.device_to_host.total.bytes, 4096 * 4);
@@ -360,7 +364,7 @@ fn one_site_copying_to_two_devices_warns_once_and_counts_each_device() -> Result
     setup();
     let _g = global_lock();
     transfer::set_repeat_policy(RepeatPolicy::Warn);
-    let (d1, d2) = (Device::Emulated(21), Device::Emulated(22));
+    let (d1, d2) = (common::fresh_emu(), common::fresh_emu());
     let x = Tensor::ones([256], DType::F32, &Device::Cpu)?;
     let (b1, b2) = (transfer::stats_for(&d1), transfer::stats_for(&d2));
     let line = line!() + 3; // the copy's line below
@@ -371,7 +375,7 @@ fn one_site_copying_to_two_devices_warns_once_and_counts_each_device() -> Result
     }
     let warned = warnings_mentioning(&format!("transfers.rs:{line}"));
     assert_eq!(warned.len(), 1, "one warning per call site: {warned:?}");
-    assert!(warned[0].contains("emu:21"), "{}", warned[0]);
+    assert!(warned[0].contains(&d1.to_string()), "{}", warned[0]);
     for (dev, before) in [(&d1, &b1), (&d2, &b2)] {
         let r = transfer::stats_for(dev).since(before).repeated;
         assert_eq!((r.copies, r.bytes), (3, 3 * 1024), "{dev}");
@@ -482,13 +486,14 @@ fn device_to_device_copies_wait_on_the_device_not_the_host() -> Result<()> {
     setup();
     let (a, b) = (Device::Emulated(13), Device::Emulated(14));
     let x = Tensor::arange(0.0, 1024.0, &a)?;
-    let work = busy(&a, 4)?;
-    let y = x.mul(2.0)?; // queued behind the slow work on emu:13
+    let work = common::StreamHold::new(&a)?;
+    let y = x.mul(2.0)?; // queued behind the held stream of emu:13
     let z = y.to(&b)?; // ordered after `y` on emu:14's stream
     assert!(
         !Stream::current(&a).query(),
         "the copy returned while its source was still being computed"
     );
+    work.release_later(std::time::Duration::from_millis(20));
     assert_eq!(z.sum()?.item::<f32>()?, 2.0 * (1023.0 * 1024.0 / 2.0));
     // and a pinned host result being filled by one device, sent to another
     let h = y.to_with(&Device::Cpu, NB)?;

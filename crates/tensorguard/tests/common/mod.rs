@@ -68,7 +68,20 @@ pub const EMU_RESERVED: usize = 16;
 
 /// An emulated device no other case of this test binary uses (configuring
 /// [`EMU_DEVICES`] of them first).
+///
+/// In `tests/gpu_suite.rs` every test file is a module with its own copy of
+/// this file, and `test_device!` calls the copy at the crate's root: each
+/// copy's counter would hand out `emu:16` again, so that cases of two copies
+/// share a device and see each other's memory in their leak checks. Every
+/// copy therefore asks the root's copy (`crate::common`), which is this very
+/// copy in a test file's own binary.
 pub fn fresh_emu() -> Device {
+    crate::common::next_fresh_emu()
+}
+
+/// The counter behind [`fresh_emu`]; only the crate root's copy is called.
+#[doc(hidden)]
+pub fn next_fresh_emu() -> Device {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(EMU_RESERVED);
     setup_emulated(EMU_DEVICES);
@@ -90,6 +103,16 @@ pub fn fresh_emu() -> Device {
 /// device run checks that no tensor memory is left on the device. CUDA
 /// cases share `cuda:0`, so they run one at a time to keep that check exact.
 pub fn run_case(
+    dev: Device,
+    case: fn(&Device) -> tensorguard::Result<()>,
+) -> tensorguard::Result<()> {
+    // the root's copy, for its one lock (see `fresh_emu`)
+    crate::common::run_case_at_root(dev, case)
+}
+
+/// The body of [`run_case`]; only the crate root's copy is called.
+#[doc(hidden)]
+pub fn run_case_at_root(
     dev: Device,
     case: fn(&Device) -> tensorguard::Result<()>,
 ) -> tensorguard::Result<()> {
@@ -139,3 +162,97 @@ macro_rules! test_device {
 }
 #[allow(unused_imports)]
 pub(crate) use test_device;
+
+/// A stream of an emulated device held until [`StreamHold::release`] (or
+/// drop): work queued after it has deterministically not run, whatever the
+/// machine's speed. It is a custom op whose host kernel, run by the
+/// device's stream worker, waits for the release (at most 30 s, then it
+/// fails as the stream's fault, so a test that waits for its own held
+/// stream fails instead of hanging).
+pub struct StreamHold {
+    open: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    _out: tensorguard::Tensor,
+}
+
+struct HoldOp(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl tensorguard::autograd::Function for HoldOp {
+    fn name(&self) -> &'static str {
+        "stream_hold"
+    }
+    fn output(
+        &self,
+        inputs: &[&tensorguard::Tensor],
+    ) -> tensorguard::Result<tensorguard::autograd::OutputSpec> {
+        Ok(tensorguard::autograd::OutputSpec {
+            shape: inputs[0].shape().to_vec(),
+            dtype: inputs[0].dtype(),
+        })
+    }
+    fn forward_host(
+        &self,
+        _out: &mut tensorguard::autograd::HostTensorMut<'_>,
+        _inputs: &[tensorguard::autograd::HostTensor<'_>],
+    ) -> tensorguard::Result<()> {
+        let (lock, cv) = &*self.0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut open = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(tensorguard::Error::Device(
+                    "StreamHold: not released within 30 s (the test waited for its own held stream)"
+                        .into(),
+                ));
+            }
+            open = cv
+                .wait_timeout(open, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+    fn backward(
+        &self,
+        _ctx: &tensorguard::autograd::FunctionCtx,
+        _grad: &tensorguard::Tensor,
+    ) -> tensorguard::Result<Vec<Option<tensorguard::Tensor>>> {
+        Ok(vec![None])
+    }
+}
+
+impl StreamHold {
+    /// Hold the current stream of `dev` (an emulated device: its stream
+    /// worker runs the host kernel).
+    pub fn new(dev: &Device) -> tensorguard::Result<StreamHold> {
+        use tensorguard::autograd::Function;
+        let open = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let x = tensorguard::Tensor::zeros([1], tensorguard::DType::F32, dev)?;
+        let out = HoldOp(std::sync::Arc::clone(&open)).apply(&[&x])?;
+        Ok(StreamHold { open, _out: out })
+    }
+
+    /// Release the stream from another thread after `after`: what the
+    /// caller does meanwhile finds the stream still held, so a read that
+    /// must wait for queued work does wait.
+    pub fn release_later(&self, after: std::time::Duration) {
+        let open = std::sync::Arc::clone(&self.open);
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            *open.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            open.1.notify_all();
+        });
+    }
+
+    /// Let the stream run on.
+    pub fn release(&self) {
+        *self.open.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.open.1.notify_all();
+    }
+}
+
+impl Drop for StreamHold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
