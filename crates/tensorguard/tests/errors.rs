@@ -4,7 +4,7 @@
 
 mod common;
 
-use tensorguard::{DType, Device, Error, Result, Tensor};
+use tensorguard::{device, DType, Device, Error, Result, Tensor};
 
 /// The device of the tests about sizes past any memory (the others are
 /// written once and run on every device by `test_device!`).
@@ -950,7 +950,13 @@ fn debug_prints_the_explanation(dev: &Device) -> Result<()> {
         a.to_vec::<i64>().unwrap_err(),
         a.item::<f32>().unwrap_err(),
         Device::parse("gpu").unwrap_err(),
-        Tensor::zeros([2], DType::F32, &Device::Cuda(0)).unwrap_err(),
+        // the first GPU the driver does not report (cuda:0 without CUDA)
+        Tensor::zeros(
+            [2],
+            DType::F32,
+            &Device::Cuda(device::count(device::DeviceKind::Cuda)),
+        )
+        .unwrap_err(),
         a.expand([2, 2, 3])?.add_(1.0).unwrap_err(),
         f32_tensor(&dev, &[2])?
             .requires_grad(true)?

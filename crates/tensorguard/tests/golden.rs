@@ -903,7 +903,7 @@ fn check_case(case: &Case, want: &Value) -> std::result::Result<(), String> {
             // on a device, a kernel's error comes with the next
             // synchronisation, naming the op
             Ok(_) if !dev().is_cpu() => match tensorguard::device::synchronize(&dev()) {
-                Err(e) if e.to_string().contains(&format!(": {op}: ")) => Ok(()),
+                Err(e) if e.to_string().contains(&format!("`{op}` called at")) => Ok(()),
                 Err(e) => Err(format!("the device fault does not name `{op}`: {e}")),
                 Ok(()) => Err(format!(
                     "expected an error like PyTorch's {:?}, but tensorguard succeeded on {}",

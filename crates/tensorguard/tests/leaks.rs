@@ -167,6 +167,9 @@ fn workload(dev: &Device) -> Result<()> {
 
     // errors that return early, before or after allocating
     let sq = Tensor::arange(0.0, 4.0, dev)?.view([2, 2])?;
+    let no_gpu = Device::Cuda(tensorguard::device::count(
+        tensorguard::device::DeviceKind::Cuda,
+    ));
     let errs: Vec<Error> = vec![
         v.add(&Tensor::zeros([5], DType::F32, dev)?).unwrap_err(),
         v.matmul(&v).unwrap_err(),
@@ -192,7 +195,8 @@ fn workload(dev: &Device) -> Result<()> {
         cmp.sub(&cmp).unwrap_err(),
         Tensor::randint(3, 3, [2], dev).unwrap_err(),
         Tensor::arange_step(0, 3, 0, dev).unwrap_err(),
-        Tensor::zeros([4], DType::F32, &Device::Cuda(0)).unwrap_err(),
+        // the first GPU the driver does not report (cuda:0 without CUDA)
+        Tensor::zeros([4], DType::F32, &no_gpu).unwrap_err(),
         Tensor::zeros([4], DType::F32, &Device::Emulated(99)).unwrap_err(),
         v.t()?.view([12]).unwrap_err(),
         sc.expand([3])?.add_(1.0).unwrap_err(),
