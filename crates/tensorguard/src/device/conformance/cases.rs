@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 use smallvec::smallvec;
 
 use super::{
-    alloc, copy, download, f32_bytes, f32s, fill, host, host_bytes, launch, scalar, slow, upload,
-    wait, Ctx, Dev, Gate, Operand,
+    alloc, copy, download, f32_bytes, f32s, fill, host, host_bytes, launch, pinned, scalar, slow,
+    upload, wait, Ctx, Dev, Gate, Operand,
 };
 use crate::device::kernel::{BinaryOp, Kernel};
 use crate::dtype::DType;
@@ -173,7 +173,8 @@ pub(super) fn queued_kernel_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     let x = Operand::f32(upload(ctx.dev, s, &f32_bytes(&[2.0; 256]))?, 256);
     let y = Operand::f32(alloc(&d, 1024)?, 256);
     // the result goes to the host, so it can be read after y is gone
-    let out = host(&[0; 1024])?;
+    // (pinned: Note [Kernels load before a gate])
+    let out = pinned(&[0; 1024])?;
     let (gate, _) = Gate::close(b, s)?;
     let r = launch(b, s, &scalar(BinaryOp::Add, 1.0), &[&y], &[&x])?;
     copy(b, s, (&out, 0), (&y.storage, 0), 1024)?;
@@ -211,7 +212,7 @@ pub(super) fn queued_copy_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     let s = b.new_stream()?;
     let src = upload(ctx.dev, s, &[7; 600])?;
     let dst = alloc(&d, 600)?;
-    let out = host(&[0; 600])?;
+    let out = pinned(&[0; 600])?; // Note [Kernels load before a gate]
     let (gate, _) = Gate::close(b, s)?;
     let r = copy(b, s, (&dst, 0), (&src, 0), 600)?;
     copy(b, s, (&out, 0), (&dst, 0), 600)?;
