@@ -177,6 +177,15 @@ pub(crate) const LAZY_THRESHOLD: usize = 1 << 20;
 /// aligned; `None` when the system refuses.
 #[cfg(unix)]
 fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
+    // A lazy mapping can be larger than the machine where the kernel
+    // overcommits without limit (`vm.overcommit_memory = 1`, as on some
+    // VMs): it would be handed out, and the process killed once the tensor
+    // is written. Like the kernel's default heuristic, a single request
+    // larger than the machine's memory and swap is refused here, so it is
+    // an out-of-memory error with its numbers, not a killed process.
+    if machine_memory().is_some_and(|total| bytes > total) {
+        return None;
+    }
     // SAFETY: an anonymous private mapping at an address the kernel picks
     // aliases no existing memory; the arguments are valid for `mmap`, and a
     // failure is reported as MAP_FAILED, which is checked.
@@ -194,6 +203,33 @@ fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
         return None;
     }
     NonNull::new(p.cast::<u8>())
+}
+
+/// The machine's memory and swap in bytes now (not cached: a VM's memory
+/// can grow), where the system says.
+#[cfg(target_os = "linux")]
+#[allow(
+    clippy::useless_conversion,
+    reason = "the fields are u64 on 64-bit targets, c_ulong elsewhere"
+)]
+fn machine_memory() -> Option<usize> {
+    // SAFETY: `sysinfo` is plain data, for which all zeroes is valid.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a valid, writable `struct sysinfo`; failure is -1.
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return None;
+    }
+    let unit = u64::from(info.mem_unit.max(1));
+    let total = u64::from(info.totalram)
+        .saturating_add(u64::from(info.totalswap))
+        .saturating_mul(unit);
+    usize::try_from(total).ok().filter(|&t| t > 0)
+}
+
+/// Other systems: no limit known (the mapping itself may be refused).
+#[cfg(all(unix, not(target_os = "linux")))]
+fn machine_memory() -> Option<usize> {
+    None
 }
 
 /// Returns a mapping made by [`map_zeroed`].
@@ -319,6 +355,17 @@ mod tests {
         // SAFETY: `p` came from `raw.alloc(512)` (through the Arc) and is unused.
         unsafe { raw.free(p, 512) };
         assert_eq!(raw.used(), 0);
+    }
+
+    /// A request larger than the machine's memory and swap is refused even
+    /// where the kernel would map it (and kill the process on first touch).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn more_than_the_machine_is_refused() {
+        let total = machine_memory().expect("sysinfo answers on Linux");
+        let raw = HostRaw::new(None);
+        assert!(raw.alloc(total + (1 << 30)).is_none());
+        assert_eq!(raw.used(), 0, "a refused allocation reserves nothing");
     }
 
     /// Resident set size of this process in bytes (Linux).
