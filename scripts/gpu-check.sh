@@ -21,6 +21,7 @@
 # when any step failed. It is meant to finish in under 6 minutes on an H200.
 #
 #   scripts/gpu-check.sh OUTDIR       # TENSORGUARD_GPU_BIN overrides target/gpu-bin
+#   GPU_CHECK_STEPS="lib_tests gpu_suite" scripts/gpu-check.sh OUTDIR   # a rerun of some steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
@@ -79,9 +80,13 @@ export RUST_BACKTRACE=1
 } >"$out/env.txt" 2>&1
 
 # step NAME SECONDS CMD...: run CMD with a time limit, its output in NAME.log
+# (only the steps named in GPU_CHECK_STEPS, when it is set)
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+    return 0
+  fi
   local t0 rc
   t0=$(date +%s)
   echo "== $name: $*"
@@ -99,7 +104,7 @@ step() {
   tail -3 "$out/$name.log"
 }
 
-step doctor 120 "$bin/tensorguard" -v doctor
+step doctor 60 "$bin/tensorguard" -v doctor
 # the library's unit tests: the conformance cases on cpu, emu and cuda:0, the NVRTC tests
 step lib_tests 150 "$bin/lib_tests" --test-threads 8
 # the device suite: each test file of crates/tensorguard/tests is a module of
@@ -117,16 +122,16 @@ export -f suite
 export bin
 step gpu_suite 240 suite
 # PyTorch's reference: copy table (1 KiB .. 1 GiB), snapshot, profile
-step torch_reference 150 "$PY" scripts/gpu_reference.py "$out/torch"
-step bench_copy 150 "$bin/tensorguard" -q bench copy --device cuda:0 \
+step torch_reference 90 "$PY" scripts/gpu_reference.py "$out/torch"
+step bench_copy 90 "$bin/tensorguard" -q bench copy --device cuda:0 \
   --csv "$out/bench_copy.csv" --json "$out/bench_copy.json" --plot "$out/bench_copy.png" \
   --reference "$out/torch/copy_table.csv"
-step bench_gpu 120 "$bin/tensorguard" -q bench gpu --device cuda:0 --json "$out/bench_gpu.json"
-step bench_gpu_torch 120 "$PY" scripts/gpu_bench_torch.py "$out/bench_gpu_torch.json"
+step bench_gpu 90 "$bin/tensorguard" -q bench gpu --device cuda:0 --json "$out/bench_gpu.json"
+step bench_gpu_torch 90 "$PY" scripts/gpu_bench_torch.py "$out/bench_gpu_torch.json"
 step gpu_bench_report 30 "$PY" scripts/gpu_bench_report.py "$out"
-step train_mlp 120 "$bin/tensorguard" train --device cuda:0 --no-progress \
+step train_mlp 90 "$bin/tensorguard" train --device cuda:0 --no-progress \
   --metrics-json "$out/train_mlp.json"
-step train_cnn 120 "$bin/tensorguard" train --device cuda:0 --model cnn --epochs 2 --no-progress \
+step train_cnn 90 "$bin/tensorguard" train --device cuda:0 --model cnn --epochs 2 --no-progress \
   --metrics-json "$out/train_cnn.json" --memory-snapshot "$out/train_cnn_snapshot.json"
 # a DDP step on cuda:0 with its gradients reduced on NCCL (a world of one)
 train_ddp() {
@@ -137,7 +142,7 @@ train_ddp() {
 }
 export -f train_ddp
 export out PY
-step train_ddp_nccl 120 train_ddp
+step train_ddp_nccl 90 train_ddp
 
 for log in lib_tests gpu_suite; do
   if [ -f "$out/$log.log" ]; then
