@@ -1069,15 +1069,30 @@ fn lending_waits_for_a_pending_copy_into_pinned_memory(dev: &Device) -> Result<(
         ..Default::default()
     };
     let mut pending = 0;
+    // slow work first, so the copy queued after it is still pending: the
+    // stream is held on emu (released while the lend waits), and the GPU
+    // gets products large enough to outlast the host's next steps
+    let n = if matches!(dev, Device::Cuda(_)) {
+        2048
+    } else {
+        128
+    };
     for round in 0..20 {
-        // slow work first, so the copy queued after it is still pending
-        let a = Tensor::full([128, 128], 1.0 / 128.0, DType::F32, dev)?;
+        let hold = match dev {
+            Device::Emulated(_) => Some(common::StreamHold::new(dev)?),
+            _ => None,
+        };
+        let a = Tensor::full([n, n], 1.0 / n as f32, DType::F32, dev)?;
         let x = a.matmul(&a)?.matmul(&a)?.add(round as f32)?;
         let host = x.to_with(&Device::Cpu, nb)?;
         pending += usize::from(!tensorguard::device::Stream::current(dev).query());
+        if let Some(h) = &hold {
+            h.release_later(std::time::Duration::from_millis(5));
+        }
         let sum =
             host.with_host_data(|xs: &[f32]| xs.iter().map(|&v| f64::from(v)).sum::<f64>())?;
-        let want = 128.0 * 128.0 * (1.0 / 128.0 + f64::from(round));
+        let nf = n as f64;
+        let want = nf * nf * (1.0 / nf + f64::from(round));
         assert!(
             (sum - want).abs() < 1e-2 * want.max(1.0),
             "round {round}: {sum} vs {want}"
