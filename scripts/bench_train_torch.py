@@ -38,13 +38,22 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
+def sync(args):
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def timed(args, step):
+    """Median seconds of one step after warm-up; a step ends when its device
+    work has (torch.cuda.synchronize on a GPU)."""
     for _ in range(args.warmup):
         step()
+    sync(args)
     times = []
     for _ in range(args.steps):
         t = time.perf_counter()
         step()
+        sync(args)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -54,10 +63,10 @@ def raw(args, batch):
     sizes = [784, 256, 256, 10]
     params = []
     for fan_in, fan_out in zip(sizes, sizes[1:]):
-        w = (torch.randn(fan_in, fan_out) * (2.0 / fan_in) ** 0.5).requires_grad_(True)
-        params += [w, torch.zeros(fan_out).requires_grad_(True)]
-    x = torch.randn(batch, 784)
-    y = torch.randint(0, 10, (batch,))
+        w = (torch.randn(fan_in, fan_out, device=args.device) * (2.0 / fan_in) ** 0.5).requires_grad_(True)
+        params += [w, torch.zeros(fan_out, device=args.device).requires_grad_(True)]
+    x = torch.randn(batch, 784, device=args.device)
+    y = torch.randint(0, 10, (batch,), device=args.device)
 
     def step():
         for p in params:
@@ -76,7 +85,7 @@ def raw(args, batch):
 
     print(json.dumps({
         "framework": "pytorch", "workload": f"raw_step_b{batch}",
-        "batch": batch, "median_s": timed(args, step), "steps": args.steps,
+        "batch": batch, "device": args.device, "median_s": timed(args, step), "steps": args.steps,
     }), flush=True)
 
 
@@ -87,10 +96,10 @@ def mlp(args):
             nn.Linear(784, 256), nn.ReLU(),
             nn.Linear(256, 256), nn.ReLU(),
             nn.Linear(256, 10),
-        )
+        ).to(args.device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        x = torch.randn(batch, 784)
-        y = torch.randint(0, 10, (batch,))
+        x = torch.randn(batch, 784, device=args.device)
+        y = torch.randint(0, 10, (batch,), device=args.device)
 
         def step():
             loss = F.cross_entropy(model(x), y)
@@ -101,7 +110,7 @@ def mlp(args):
         if "mlp" in args.workloads:
             print(json.dumps({
                 "framework": "pytorch", "workload": f"mlp_step_b{batch}",
-                "batch": batch, "median_s": timed(args, step),
+                "batch": batch, "device": args.device, "median_s": timed(args, step),
                 "steps": args.steps,
             }), flush=True)
         if "raw" in args.workloads:
@@ -189,6 +198,7 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="mlp mode: cpu or cuda[:N]")
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
     args.workloads = args.workloads.split(",")

@@ -16,6 +16,7 @@
 #   bench_gpu.json, bench_gpu_torch.json  the GPU workloads, ours and PyTorch's
 #   gpu_bench.{md,csv,json,png}   scripts/gpu_bench_report.py: ratios vs PyTorch, targets
 #   train_*.{json,log}   tensorguard train on cuda:0 (digits MLP, digits CNN, DDP on NCCL)
+#   train_step.{jsonl,md}  the training step against PyTorch's, interleaved rounds
 #   (every step also writes NAME.log: its whole output)
 # Every step runs even when an earlier one fails; the script exits non-zero
 # when any step failed. It is meant to finish in under 6 minutes on an H200.
@@ -33,7 +34,7 @@ summary="$out/summary.txt"
 t_start=$(date +%s)
 failed=0
 
-for b in tensorguard lib_tests gpu_suite; do
+for b in tensorguard lib_tests gpu_suite train_step; do
   if [ ! -x "$bin/$b" ]; then
     echo "gpu-check: $bin/$b is missing. Build it on a machine with a Rust toolchain with scripts/build_gpu_check.sh and carry $bin along." | tee -a "$summary"
     exit 2
@@ -143,6 +144,20 @@ train_ddp() {
 export -f train_ddp
 export out PY
 step train_ddp_nccl 90 train_ddp
+
+# the training step (the nn MLP with Adam, and the raw-tensor SGD step)
+# against PyTorch on cuda:0, interleaved rounds (issue 14)
+train_step_bench() {
+  local r jsonl="$out/train_step.jsonl"
+  : >"$jsonl"
+  for r in 1 2 3; do
+    "$bin/train_step" --device cuda:0 --batches 64,256,1024 --warmup 20 --steps 200 >>"$jsonl" || return 1
+    "$PY" scripts/bench_train_torch.py mlp --device cuda --batches 64,256,1024 --warmup 20 --steps 200 >>"$jsonl" || return 1
+  done
+  "$PY" scripts/train_step_report.py "$jsonl" "$out/train_step.md"
+}
+export -f train_step_bench
+step train_step_bench 150 train_step_bench
 
 for log in lib_tests gpu_suite; do
   if [ -f "$out/$log.log" ]; then

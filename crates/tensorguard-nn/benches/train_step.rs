@@ -12,9 +12,12 @@
 //! grad` in place under `no_grad`.
 //!
 //! `cargo bench -p tensorguard-nn --bench train_step -- [--batches 64,256]
-//! [--warmup 20] [--steps 200] [--workloads mlp,raw]` prints one JSON object
-//! per workload and batch size:
-//! `{"framework":"tensorguard","workload":"mlp_step_b64","batch":64,"median_s":...,"steps":...}`.
+//! [--warmup 20] [--steps 200] [--workloads mlp,raw] [--device cuda:0]`
+//! prints one JSON object per workload and batch size:
+//! `{"framework":"tensorguard","workload":"mlp_step_b64","batch":64,"device":"cpu","median_s":...,"steps":...}`.
+//! A step is timed until its device work is done (`device::synchronize`, as
+//! the PyTorch script's `torch.cuda.synchronize()`); on a GPU, build with
+//! `--features tensorguard/cuda`.
 //! With `--profile`, the timed steps also run under `tensorguard::profiler`
 //! and its table (self CPU time per op) goes to stderr.
 //! A custom harness (not criterion) so the driver can run short rounds
@@ -34,6 +37,7 @@ struct Args {
     steps: usize,
     workloads: Vec<String>,
     profile: bool,
+    device: Device,
 }
 
 fn args() -> Args {
@@ -43,6 +47,7 @@ fn args() -> Args {
         steps: 200,
         workloads: vec!["mlp".into(), "raw".into()],
         profile: false,
+        device: Device::Cpu,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -66,6 +71,10 @@ fn args() -> Args {
                     .collect();
             }
             "--profile" => a.profile = true,
+            "--device" => {
+                let d = it.next().expect("--device cpu|emu:N|cuda:N");
+                a.device = Device::parse(&d).unwrap_or_else(|e| panic!("--device {d}: {e}"));
+            }
             // cargo bench passes `--bench`; ignore it and anything unknown
             _ => {}
         }
@@ -132,7 +141,10 @@ fn raw_step(params: &[Tensor], x: &Tensor, y: &Tensor) -> Result<()> {
     })
 }
 
+/// The median time of one step after `warmup` steps; a step ends when its
+/// device work has (a synchronisation, as `torch.cuda.synchronize()`).
 fn timed(
+    dev: &Device,
     warmup: usize,
     steps: usize,
     profile: bool,
@@ -153,10 +165,12 @@ fn timed(
             prof.key_averages().table(SortBy::SelfCpuTimeTotal, 30)
         );
     }
+    tensorguard::device::synchronize(dev)?;
     let mut times = Vec::with_capacity(steps);
     for _ in 0..steps {
         let t = Instant::now();
         f()?;
+        tensorguard::device::synchronize(dev)?;
         times.push(t.elapsed().as_secs_f64());
     }
     Ok(median(&mut times))
@@ -174,10 +188,10 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() -> Result<()> {
     let a = args();
-    let dev = Device::Cpu;
+    let dev = a.device;
     let report = |w: &str, batch: usize, med: f64| {
         println!(
-            "{{\"framework\":\"tensorguard\",\"workload\":\"{w}_step_b{batch}\",\"batch\":{batch},\"median_s\":{med:.9},\"steps\":{}}}",
+            "{{\"framework\":\"tensorguard\",\"workload\":\"{w}_step_b{batch}\",\"batch\":{batch},\"device\":\"{dev}\",\"median_s\":{med:.9},\"steps\":{}}}",
             a.steps
         );
     };
@@ -188,7 +202,7 @@ fn main() -> Result<()> {
             let mut opt = Adam::new(model.named_parameters(), AdamConfig::adam(1e-3))?;
             let x = Tensor::randn([batch, 784], DType::F32, &dev)?;
             let y = Tensor::randint(0, 10, [batch], &dev)?;
-            let med = timed(a.warmup, a.steps, a.profile, || {
+            let med = timed(&dev, a.warmup, a.steps, a.profile, || {
                 step(&model, &mut opt, &x, &y)
             })?;
             report("mlp", batch, med);
@@ -198,7 +212,9 @@ fn main() -> Result<()> {
             let params = raw_params(&dev)?;
             let x = Tensor::randn([batch, 784], DType::F32, &dev)?;
             let y = Tensor::randint(0, 10, [batch], &dev)?;
-            let med = timed(a.warmup, a.steps, a.profile, || raw_step(&params, &x, &y))?;
+            let med = timed(&dev, a.warmup, a.steps, a.profile, || {
+                raw_step(&params, &x, &y)
+            })?;
             report("raw", batch, med);
         }
     }
