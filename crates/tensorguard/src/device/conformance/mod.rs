@@ -381,13 +381,13 @@ pub(super) fn slow(b: &dyn Backend, stream: StreamId) -> Result<u64> {
     )
 }
 
+/// How long a [`Gate`] holds its stream at most.
+const GATE_LIMIT: Duration = Duration::from_secs(30);
+
 /// Host work that holds a stream until the test opens it (or drops it),
 /// so that what is queued behind it has deterministically not run yet.
 /// On a backend that runs host work inline on the calling thread it does
 /// not wait (it would wait for itself).
-/// How long a [`Gate`] holds its stream at most.
-const GATE_LIMIT: Duration = Duration::from_secs(30);
-
 pub(super) struct Gate {
     open: Arc<(Mutex<bool>, Condvar)>,
 }
