@@ -1,7 +1,8 @@
 //! One training step of the 784-256-256-10 MLP (Linear+ReLU, Linear+ReLU,
 //! Linear): forward, cross-entropy on class indices, backward, Adam
-//! (lr 1e-3) step, `zero_grad(set_to_none)`, f32 on the cpu, on fixed
-//! random inputs. The same workload as `scripts/bench_train_torch.py` and
+//! (lr 1e-3) step, `zero_grad(set_to_none)`, f32 (on the cpu unless
+//! `--device`), on fixed random inputs. The same workload as
+//! `scripts/bench_train_torch.py` and
 //! `benches/candle-train`; `scripts/bench_train.sh` runs the three in
 //! interleaved rounds and compares them.
 //!
