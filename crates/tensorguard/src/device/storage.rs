@@ -145,7 +145,7 @@ impl Poison {
 // with no message. So a lend records the storage's id in the lending
 // thread's list (`LENT`, empty on a thread that lends nothing: the one
 // thread-local read an op's check costs then). Every op checks its
-// operands (`check_usable`, from `ops::launch_impl`, the transfer path and
+// operands (`Storage::check_usable`, from `ops::launch_impl`, the transfer path and
 // host reads) and fails with an error naming the lend instead. Other
 // threads are not refused: they wait for the closure, as for any op.
 
@@ -156,11 +156,13 @@ thread_local! {
 
 /// Whether this thread has storage `id` lent (Note [Lent storages]).
 fn lent_here(id: u64) -> bool {
-    LENT.try_with(|l| {
-        let l = l.borrow();
-        !l.is_empty() && l.contains(&id)
-    })
-    .unwrap_or(false)
+    LENT.try_with(|l| l.borrow().contains(&id)).unwrap_or(false)
+}
+
+/// Whether this thread has any storage lent: an op reads it once for all
+/// its operands (Note [Lent storages]).
+fn lending_here() -> bool {
+    LENT.try_with(|l| !l.borrow().is_empty()).unwrap_or(false)
 }
 
 /// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.
@@ -291,12 +293,22 @@ impl Storage {
         }
     }
 
-    /// [`check_poison`](Self::check_poison), then that this thread has not
-    /// lent the storage to a closure still running (Note [Lent storages]):
-    /// what an op checks of each operand before it runs.
-    pub(crate) fn check_usable(&self, used_by: &'static str) -> Result<()> {
-        self.check_poison(used_by)?;
-        self.check_not_lent_here(used_by)
+    /// What an op checks of its operands before it runs: none is poisoned
+    /// ([`check_poison`](Self::check_poison)) and none is lent by this
+    /// thread to a closure still running (Note [Lent storages]; the
+    /// thread's lends are read once for all of them).
+    pub(crate) fn check_usable<'a>(
+        operands: impl IntoIterator<Item = &'a Storage>,
+        used_by: &'static str,
+    ) -> Result<()> {
+        let lending = lending_here();
+        for s in operands {
+            s.check_poison(used_by)?;
+            if lending {
+                s.check_not_lent_here(used_by)?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Error::InvalidArgument`] when a `with_host_data` closure running

@@ -132,9 +132,8 @@ fn launch_impl(
     // (a kernel already queued that reads it poisons its outputs instead)
     // nor used from inside a closure it is lent to (Note [Lent storages])
     let op = op_name(kernel, inplace);
-    for t in outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t)) {
-        t.storage().check_usable(op)?;
-    }
+    let operands = outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t));
+    crate::device::Storage::check_usable(operands.map(|t| &**t.storage()), op)?;
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
     let o: SmallVec<[Arg<'_>; 2]> = outs
         .iter()

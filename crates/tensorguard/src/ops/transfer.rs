@@ -270,8 +270,7 @@ pub(crate) fn transfer_into(
     let (sdev, ddev) = (src.device(), dst.device());
     // memory written by a failed kernel is not copied, nor copied into;
     // memory lent to a running closure is not touched (Note [Lent storages])
-    src.storage().check_usable(op)?;
-    dst.storage().check_usable(op)?;
+    Storage::check_usable([&**src.storage(), &**dst.storage()], op)?;
     let (dir, run_dev, host) = match (sdev.is_cpu(), ddev.is_cpu()) {
         (true, false) => (Direction::HostToDevice, ddev, Some(src)),
         (false, true) => (Direction::DeviceToHost, sdev, Some(dst)),
