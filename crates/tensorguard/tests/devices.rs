@@ -87,9 +87,7 @@ fn counts_and_cuda_fallback() -> Result<()> {
 fn unavailable_devices_are_clear_errors() {
     setup();
     // CUDA: every entry point says it is not available and what to use
-    // (the first GPU index the driver does not report: cuda:0 without CUDA)
-    let n = device::count(DeviceKind::Cuda);
-    let cuda = Device::Cuda(n);
+    let cuda = common::missing_cuda();
     let errs = [
         cuda.check_available().unwrap_err(),
         Tensor::zeros([2], DType::F32, &cuda).unwrap_err(),
@@ -105,7 +103,7 @@ fn unavailable_devices_are_clear_errors() {
         assert!(matches!(err, Error::Device(_)), "{err:?}");
         let msg = err.to_string();
         assert!(
-            msg.contains(&format!("cuda:{n}"))
+            msg.contains(&cuda.to_string())
                 && msg.contains("not available")
                 && msg.contains("cuda_if_available"),
             "{msg}"

@@ -4,7 +4,7 @@
 
 mod common;
 
-use tensorguard::{device, DType, Device, Error, Result, Tensor};
+use tensorguard::{DType, Device, Error, Result, Tensor};
 
 /// The device of the tests about sizes past any memory (the others are
 /// written once and run on every device by `test_device!`).
@@ -757,10 +757,8 @@ fn rand_with_int_dtype(dev: &Device) -> Result<()> {
 
 #[test]
 fn unavailable_devices() -> Result<()> {
-    // the first GPU index the driver does not report (cuda:0 without CUDA)
-    let gpus = tensorguard::device::count(tensorguard::DeviceKind::Cuda);
     for (dev, why) in [
-        (Device::Cuda(gpus), "not available"),
+        (common::missing_cuda(), "not available"),
         (Device::Emulated(99), "does not exist"),
     ] {
         let name = dev.to_string();
@@ -781,6 +779,9 @@ fn unavailable_devices() -> Result<()> {
         }
     }
     // the suggested fallback works
+    let Device::Cuda(gpus) = common::missing_cuda() else {
+        unreachable!("missing_cuda is a cuda device")
+    };
     assert_eq!(Device::cuda_if_available(gpus), Device::Cpu);
     Ok(())
 }
@@ -950,13 +951,7 @@ fn debug_prints_the_explanation(dev: &Device) -> Result<()> {
         a.to_vec::<i64>().unwrap_err(),
         a.item::<f32>().unwrap_err(),
         Device::parse("gpu").unwrap_err(),
-        // the first GPU the driver does not report (cuda:0 without CUDA)
-        Tensor::zeros(
-            [2],
-            DType::F32,
-            &Device::Cuda(device::count(device::DeviceKind::Cuda)),
-        )
-        .unwrap_err(),
+        Tensor::zeros([2], DType::F32, &common::missing_cuda()).unwrap_err(),
         a.expand([2, 2, 3])?.add_(1.0).unwrap_err(),
         f32_tensor(&dev, &[2])?
             .requires_grad(true)?

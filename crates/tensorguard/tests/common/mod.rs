@@ -95,6 +95,12 @@ pub fn next_fresh_emu() -> Device {
     Device::Emulated(n)
 }
 
+/// The first GPU the driver does not report: `cuda:0` without CUDA, the
+/// device the tests use to see what an unavailable GPU says.
+pub fn missing_cuda() -> Device {
+    Device::Cuda(device::count(device::DeviceKind::Cuda))
+}
+
 /// Run one device case of [`test_device!`] on `dev`.
 ///
 /// A device that is not available in this build (CUDA today) prints
@@ -195,20 +201,15 @@ impl tensorguard::autograd::Function for HoldOp {
         _inputs: &[tensorguard::autograd::HostTensor<'_>],
     ) -> tensorguard::Result<()> {
         let (lock, cv) = &*self.0;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let mut open = lock.lock().unwrap_or_else(|e| e.into_inner());
-        while !*open {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(tensorguard::Error::Device(
-                    "StreamHold: not released within 30 s (the test waited for its own held stream)"
-                        .into(),
-                ));
-            }
-            open = cv
-                .wait_timeout(open, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        let open = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (_open, waited) = cv
+            .wait_timeout_while(open, std::time::Duration::from_secs(30), |open| !*open)
+            .unwrap_or_else(|e| e.into_inner());
+        if waited.timed_out() {
+            return Err(tensorguard::Error::Device(
+                "StreamHold: not released within 30 s (the test waited for its own held stream)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -239,16 +240,19 @@ impl StreamHold {
         let open = std::sync::Arc::clone(&self.open);
         std::thread::spawn(move || {
             std::thread::sleep(after);
-            *open.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            open.1.notify_all();
+            open_hold(&open);
         });
     }
 
     /// Let the stream run on.
     pub fn release(&self) {
-        *self.open.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.open.1.notify_all();
+        open_hold(&self.open);
     }
+}
+
+fn open_hold(open: &(std::sync::Mutex<bool>, std::sync::Condvar)) {
+    *open.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    open.1.notify_all();
 }
 
 impl Drop for StreamHold {
