@@ -135,28 +135,29 @@ fn launch_impl(
     let operands = outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t));
     crate::device::Storage::check_usable(operands.map(|t| &**t.storage()), op)?;
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
-    let o: SmallVec<[Arg<'_>; 2]> = outs
-        .iter()
-        .map(|o| Arg {
-            storage: o.t.storage(),
-            layout: o.t.layout(),
-            tdtype: o.t.dtype(),
-            want: o.dtype,
+    // pushed into place: a collected SmallVec is built, then copied out
+    let mut o: SmallVec<[Arg<'_>; 2]> = SmallVec::new();
+    for x in outs {
+        o.push(Arg {
+            storage: x.t.storage(),
+            layout: x.t.layout(),
+            tdtype: x.t.dtype(),
+            want: x.dtype,
             bshape: None,
-            fresh: new_outputs && o.t.is_unique(),
-        })
-        .collect();
-    let i: SmallVec<[Arg<'_>; 3]> = ins
-        .iter()
-        .map(|i| Arg {
-            storage: i.t.storage(),
-            layout: i.t.layout(),
-            tdtype: i.t.dtype(),
-            want: i.dtype,
-            bshape: i.bshape,
+            fresh: new_outputs && x.t.is_unique(),
+        });
+    }
+    let mut i: SmallVec<[Arg<'_>; 3]> = SmallVec::new();
+    for x in ins {
+        i.push(Arg {
+            storage: x.t.storage(),
+            layout: x.t.layout(),
+            tdtype: x.t.dtype(),
+            want: x.dtype,
+            bshape: x.bshape,
             fresh: false,
-        })
-        .collect();
+        });
+    }
     let b = backend(&device)?;
     let stream = current_stream_id(&device);
     let queued = b.launch(

@@ -65,14 +65,17 @@ impl Tensor {
         is_view: bool,
         base: Option<Tensor>,
     ) -> Tensor {
-        Tensor(Arc::new(TensorImpl {
-            storage,
-            layout,
-            dtype,
-            is_view,
-            autograd: parking_lot::Mutex::new(None),
-            tracked: std::sync::atomic::AtomicBool::new(false),
-            base,
+        // Note [Built in place]
+        Tensor(crate::memory::alloc::arc_in_place(|slot| {
+            slot.write(TensorImpl {
+                storage,
+                layout,
+                dtype,
+                is_view,
+                autograd: parking_lot::Mutex::new(None),
+                tracked: std::sync::atomic::AtomicBool::new(false),
+                base,
+            })
         }))
     }
 

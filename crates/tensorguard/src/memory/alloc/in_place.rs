@@ -18,7 +18,10 @@ use std::sync::Arc;
 // tensorguard --bench device -- 'alloc/cached_pair$|dispatch/tiny_add_cpu$'`):
 // the cached allocate+free pair went from 130-131 ns to 107-108 ns, a
 // tiny add from 276-311 ns to 254-270 ns. `TensorImpl` (some 230 bytes)
-// is left to `Arc::new`: built in place too, neither figure moved.
+// is built in place too (`Tensor::with_base`): `Arc::new` still copied it
+// with a `memcpy` call (seen in the profile of a tiny add); in place, a
+// tiny add went from 261-266 ns to 235-247 ns (three interleaved rounds,
+// with the `ops::launch_impl` change of the same commit series).
 
 /// An `Arc` whose value `init` writes into the freshly allocated block:
 /// `init` gets the block's uninitialised slot and returns it written, as
