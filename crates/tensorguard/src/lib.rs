@@ -44,6 +44,7 @@ mod device_id;
 mod dtype;
 mod error;
 mod hooks;
+mod ids;
 pub mod memory;
 pub mod nccl;
 mod oom_report;

@@ -38,7 +38,7 @@ mod mode;
 mod stats;
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -113,7 +113,14 @@ pub(crate) enum Edge {
     Leaf(Tensor),
 }
 
-static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    /// The calling thread's batch of node ids (see [`crate::ids`]).
+    static NODE_IDS_HERE: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Node ids: unique (the backward engine keys its maps by them), not in
+/// creation order across threads.
+static NODE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&NODE_IDS_HERE);
 
 /// One recorded op of the graph.
 pub(crate) struct Node {
@@ -154,7 +161,7 @@ impl Node {
         }
         Arc::new(Node {
             step,
-            id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
+            id: NODE_IDS.next(),
             name: grad.name,
             site,
             next,

@@ -19,34 +19,14 @@ use crate::transfer::CopyHistory;
 /// A position in the queue of one stream of one device.
 type DevMark = (Device, StreamId, u64);
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Storage ids are taken from [`NEXT_ID`] this many at a time by each
-/// thread, so creating storages on several threads at once does not bounce
-/// one cache line between them. Ids stay unique (Note [Lock order] needs
-/// only a total order, not creation order).
-const ID_BATCH: u64 = 1024;
-
 thread_local! {
-    /// The calling thread's next storage id and the end of its batch.
+    /// The calling thread's batch of storage ids (see [`crate::ids`]).
     static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// A fresh, process-unique storage id: the next of the calling thread's
-/// batch (batches are disjoint ranges of [`NEXT_ID`]).
-fn next_id() -> u64 {
-    IDS.try_with(|c| {
-        let (mut next, mut end) = c.get();
-        if next == end {
-            next = NEXT_ID.fetch_add(ID_BATCH, Ordering::Relaxed);
-            end = next + ID_BATCH;
-        }
-        c.set((next + 1, end));
-        next
-    })
-    // a storage made while the thread exits: an id of its own
-    .unwrap_or_else(|_| NEXT_ID.fetch_add(1, Ordering::Relaxed))
-}
+/// Storage ids: unique, as Note [Lock order] needs (a total order, not
+/// creation order).
+static STORAGE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&IDS);
 
 /// Which queued work on which streams uses a storage: the latest position
 /// per stream, and the latest write.
@@ -238,7 +218,7 @@ impl Storage {
     fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Arc<Storage> {
         arc_in_place(|slot| {
             slot.write(Storage {
-                id: next_id(),
+                id: STORAGE_IDS.next(),
                 device,
                 alloc_stream: buf.stream(),
                 data: RwLock::new(buf),
