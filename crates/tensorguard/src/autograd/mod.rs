@@ -483,6 +483,41 @@ pub(crate) fn record(
     set_grad_fn(out, node);
 }
 
+/// [`tracking`] then [`record`], in one pass over the inputs: the edges
+/// say whether any input requires grad, so each tracked input's autograd
+/// state is locked once, not twice (a third of the cost of recording a
+/// tiny op was atomic operations). `grad` is built only when the op
+/// records. Views keep the two steps (their history may come from their
+/// base).
+pub(crate) fn record_if_tracking(
+    out: &Tensor,
+    inputs: &[&Tensor],
+    site: &'static Location<'static>,
+    grad: impl FnOnce() -> Grad,
+) {
+    if !inputs.iter().any(|t| t.meta_flag()) {
+        return;
+    }
+    if !is_grad_enabled() {
+        // as `tracking`: a checkpointed forward must know what it read
+        checkpoint::probe(inputs);
+        return;
+    }
+    if inputs.iter().any(|t| t.0.base.is_some()) {
+        if inputs.iter().any(|t| t.is_requires_grad()) {
+            record(out, inputs, site, grad());
+        }
+        return;
+    }
+    // not views: an edge exists exactly when `is_requires_grad` holds
+    let next: SmallVec<[Option<Edge>; 2]> = inputs.iter().map(|t| edge_of(t)).collect();
+    if next.iter().all(Option::is_none) {
+        return;
+    }
+    let node = Node::new(grad(), next, site);
+    set_grad_fn(out, node);
+}
+
 fn set_grad_fn(out: &Tensor, node: Arc<Node>) {
     let mut m = out.0.autograd.lock();
     m.get_or_insert_with(Default::default).grad_fn = Some(node);

@@ -176,8 +176,8 @@ pub(crate) fn binary(
             formulas::binary(op, &before.old, saved_other, &out)
         };
         autograd::inplace_finish(&out, before, site, grad);
-    } else if !inplace && !op.is_comparison() && produced.is_float() && autograd::tracking(ins) {
-        autograd::record(&out, ins, site, formulas::binary(op, a, other(), &out));
+    } else if !inplace && !op.is_comparison() && produced.is_float() {
+        autograd::record_if_tracking(&out, ins, site, || formulas::binary(op, a, other(), &out));
     }
     Ok(out)
 }
@@ -236,8 +236,8 @@ pub(crate) fn unary(
     if let Some(before) = before {
         let grad = formulas::unary(op, &before.old, &out);
         autograd::inplace_finish(&out, before, site, grad);
-    } else if !inplace && compute.is_float() && autograd::tracking(&[a]) {
-        autograd::record(&out, &[a], site, formulas::unary(op, a, &out));
+    } else if !inplace && compute.is_float() {
+        autograd::record_if_tracking(&out, &[a], site, || formulas::unary(op, a, &out));
     }
     Ok(out)
 }
@@ -283,8 +283,8 @@ fn clamp_impl(
     if let Some(before) = before {
         let grad = formulas::clamp(&before.old, min, max);
         autograd::inplace_finish(&out, before, site, grad);
-    } else if !inplace && compute.is_float() && autograd::tracking(&[a]) {
-        autograd::record(&out, &[a], site, formulas::clamp(a, min, max));
+    } else if !inplace && compute.is_float() {
+        autograd::record_if_tracking(&out, &[a], site, || formulas::clamp(a, min, max));
     }
     Ok(out)
 }
