@@ -138,25 +138,11 @@ fn launch_impl(
     // pushed into place: a collected SmallVec is built, then copied out
     let mut o: SmallVec<[Arg<'_>; 2]> = SmallVec::new();
     for x in outs {
-        o.push(Arg {
-            storage: x.t.storage(),
-            layout: x.t.layout(),
-            tdtype: x.t.dtype(),
-            want: x.dtype,
-            bshape: None,
-            fresh: new_outputs && x.t.is_unique(),
-        });
+        o.push(arg_of(x.t, x.dtype, None, new_outputs && x.t.is_unique()));
     }
     let mut i: SmallVec<[Arg<'_>; 3]> = SmallVec::new();
     for x in ins {
-        i.push(Arg {
-            storage: x.t.storage(),
-            layout: x.t.layout(),
-            tdtype: x.t.dtype(),
-            want: x.dtype,
-            bshape: x.bshape,
-            fresh: false,
-        });
+        i.push(arg_of(x.t, x.dtype, x.bshape, false));
     }
     let b = backend(&device)?;
     let stream = current_stream_id(&device);
@@ -190,6 +176,19 @@ fn launch_impl(
     }
     drop(prof);
     Ok(())
+}
+
+/// The kernel's view of operand `t`, read or written as `want`.
+#[inline(always)]
+fn arg_of<'a>(t: &'a Tensor, want: DType, bshape: Option<&'a [usize]>, fresh: bool) -> Arg<'a> {
+    Arg {
+        storage: t.storage(),
+        layout: t.layout(),
+        tdtype: t.dtype(),
+        want,
+        bshape,
+        fresh,
+    }
 }
 
 /// The name the profiler shows for a launch: the in-place variant's name
