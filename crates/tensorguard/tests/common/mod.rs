@@ -225,8 +225,16 @@ impl tensorguard::autograd::Function for HoldOp {
 impl StreamHold {
     /// Hold the current stream of `dev` (an emulated device: its stream
     /// worker runs the host kernel).
+    ///
+    /// Refused with launch blocking on: every launch then waits for its
+    /// own kernel, so the hold would wait for its own release.
     pub fn new(dev: &Device) -> tensorguard::Result<StreamHold> {
         use tensorguard::autograd::Function;
+        if tensorguard::device::launch_blocking() {
+            return Err(tensorguard::Error::Device(
+                "StreamHold needs launch blocking off (TENSORGUARD_LAUNCH_BLOCKING=1 makes the launch of the hold wait for its own release); run this test without it".into(),
+            ));
+        }
         let open = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let x = tensorguard::Tensor::zeros([1], tensorguard::DType::F32, dev)?;
         let out = HoldOp(std::sync::Arc::clone(&open)).apply(&[&x])?;
