@@ -3,10 +3,11 @@
 //! accumulate history across your training loop").
 //!
 //! Note [Graph stats]: every `Node` is stamped with the optimizer step it
-//! was created in ([`mark_step`] advances the step). Three relaxed atomic
-//! counters follow the live nodes (all, and those of the current step) and
-//! the bytes of saved tensors: a node costs two atomic adds when it is made
-//! and two when it drops, a saved tensor one each. When a node is recorded
+//! was created in ([`mark_step`] advances the step). Relaxed atomic
+//! counters follow the live nodes (all, and those of the current step: two
+//! halves of one word, so a node costs one atomic add when it is made and
+//! one when it drops) and the bytes of saved tensors (one each per saved
+//! tensor). When a node is recorded
 //! with an edge to a node of an earlier step, the graph spans steps: its
 //! call site is remembered (a lock taken for such nodes only), and when the
 //! site spans steps again in each of [`WARN_AFTER`] consecutive steps while
@@ -20,9 +21,17 @@ use parking_lot::Mutex;
 
 use crate::units::format_bytes;
 
-static LIVE_NODES: AtomicI64 = AtomicI64::new(0);
-/// Live nodes stamped with the current step.
-static STEP_NODES: AtomicI64 = AtomicI64::new(0);
+/// The live nodes (high 32 bits) and the live nodes stamped with the
+/// current step (low 32 bits, offset by [`STEP_BIAS`]): one atomic add per
+/// node made or dropped updates both.
+static NODES: AtomicU64 = AtomicU64::new(STEP_BIAS);
+/// One live node in [`NODES`]'s high half.
+const ONE_LIVE: u64 = 1 << 32;
+/// The low half's zero. A node made as [`mark_step`] zeroes the count can
+/// be stamped with the new step but counted before the reset; its drop
+/// then takes the count below zero for a while: the offset keeps that from
+/// borrowing from the high half.
+const STEP_BIAS: u64 = 1 << 31;
 static SAVED_BYTES: AtomicI64 = AtomicI64::new(0);
 static STEP: AtomicU64 = AtomicU64::new(0);
 static STEP_SITE: Mutex<Option<&'static Location<'static>>> = Mutex::new(None);
@@ -59,8 +68,7 @@ pub struct GraphStats {
 /// assert!(stats.live_nodes >= 1);          // at least y's node is alive
 /// ```
 pub fn graph_stats() -> GraphStats {
-    let live = LIVE_NODES.load(Ordering::Relaxed).max(0) as u64;
-    let current = STEP_NODES.load(Ordering::Relaxed).max(0) as u64;
+    let (live, current) = unpack(NODES.load(Ordering::Relaxed));
     GraphStats {
         live_nodes: live,
         saved_bytes: SAVED_BYTES.load(Ordering::Relaxed).max(0) as u64,
@@ -79,22 +87,32 @@ pub fn mark_step() {
     // the order matters little: a node made at the boundary is counted in
     // one step or the other
     STEP.fetch_add(1, Ordering::Relaxed);
-    STEP_NODES.store(0, Ordering::Relaxed);
+    let _ = NODES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(new_step(n)));
+}
+
+/// [`NODES`] split: (live nodes, live nodes of the current step).
+fn unpack(nodes: u64) -> (u64, u64) {
+    (
+        nodes >> 32,
+        (nodes & (ONE_LIVE - 1)).saturating_sub(STEP_BIAS),
+    )
+}
+
+/// [`NODES`] with the current step's count back to zero, the live count kept.
+fn new_step(nodes: u64) -> u64 {
+    (nodes & !(ONE_LIVE - 1)) | STEP_BIAS
 }
 
 /// The current step, for a new node's stamp; counts the node as live.
 pub(crate) fn node_created() -> u64 {
-    LIVE_NODES.fetch_add(1, Ordering::Relaxed);
-    STEP_NODES.fetch_add(1, Ordering::Relaxed);
+    NODES.fetch_add(ONE_LIVE + 1, Ordering::Relaxed);
     STEP.load(Ordering::Relaxed)
 }
 
 /// A node stamped `step` dropped.
 pub(crate) fn node_dropped(step: u64) {
-    LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-    if step == STEP.load(Ordering::Relaxed) {
-        STEP_NODES.fetch_sub(1, Ordering::Relaxed);
-    }
+    let current = u64::from(step == STEP.load(Ordering::Relaxed));
+    NODES.fetch_sub(ONE_LIVE + current, Ordering::Relaxed);
 }
 
 /// A tensor of `bytes` was saved for backward (`+`) or released (`-`).
@@ -172,12 +190,36 @@ fn op_name(node: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::op_name;
+    use super::{new_step, op_name, unpack, ONE_LIVE, STEP_BIAS};
 
     #[test]
     fn op_names_from_node_names() {
         assert_eq!(op_name("AddBackward"), "add");
         assert_eq!(op_name("MmBackward"), "mm");
         assert_eq!(op_name("LogSoftmaxBackward"), "log_softmax");
+    }
+
+    #[test]
+    fn one_word_counts_live_nodes_and_the_current_steps() {
+        let made = ONE_LIVE + 1;
+        // two nodes made in step 0, one in step 1, then the step-0 ones drop
+        let mut n = STEP_BIAS + made + made;
+        assert_eq!(unpack(n), (2, 2));
+        n = new_step(n);
+        assert_eq!(unpack(n), (2, 0));
+        n += made;
+        assert_eq!(unpack(n), (3, 1));
+        n -= 2 * ONE_LIVE;
+        assert_eq!(unpack(n), (1, 1));
+        // a node counted before a reset but stamped with the new step: its
+        // drop takes the step's count below zero without touching the
+        // live count, and reads as zero until the count is back
+        let mut n = new_step(STEP_BIAS + made);
+        n -= made;
+        assert_eq!(unpack(n), (0, 0));
+        n += made;
+        assert_eq!(unpack(n), (1, 0));
+        n += made;
+        assert_eq!(unpack(n), (2, 1));
     }
 }
