@@ -159,16 +159,19 @@ impl Node {
         if spans {
             stats::spans_steps(grad.name, site, step);
         }
-        Arc::new(Node {
-            step,
-            id: NODE_IDS.next(),
-            name: grad.name,
-            site,
-            next,
-            backward: Mutex::new(Some(grad.f)),
-            backtrace: is_anomaly_enabled()
-                .then(|| std::backtrace::Backtrace::force_capture().to_string()),
-            retain: Mutex::new(Vec::new()),
+        // Note [Built in place]
+        crate::memory::alloc::arc_in_place(|slot| {
+            slot.write(Node {
+                step,
+                id: NODE_IDS.next(),
+                name: grad.name,
+                site,
+                next,
+                backward: Mutex::new(Some(grad.f)),
+                backtrace: is_anomaly_enabled()
+                    .then(|| std::backtrace::Backtrace::force_capture().to_string()),
+                retain: Mutex::new(Vec::new()),
+            })
         })
     }
 }
