@@ -490,8 +490,7 @@ pub(crate) fn record(
 /// say whether any input requires grad, so each tracked input's autograd
 /// state is locked once, not twice (a third of the cost of recording a
 /// tiny op was atomic operations). `grad` is built only when the op
-/// records. Views keep the two steps (their history may come from their
-/// base).
+/// records. What every op that records a plain node calls.
 pub(crate) fn record_if_tracking(
     out: &Tensor,
     inputs: &[&Tensor],
@@ -501,24 +500,19 @@ pub(crate) fn record_if_tracking(
     if !inputs.iter().any(|t| t.meta_flag()) {
         return;
     }
-    if !is_grad_enabled() {
-        // as `tracking`: a checkpointed forward must know what it read
-        checkpoint::probe(inputs);
-        return;
-    }
-    if inputs.iter().any(|t| t.0.base.is_some()) {
-        if inputs.iter().any(|t| t.is_requires_grad()) {
+    if !is_grad_enabled() || inputs.iter().any(|t| t.0.base.is_some()) {
+        // `tracking`'s own rules: the checkpoint probe under no_grad, and a
+        // view's history that may come from its base
+        if tracking(inputs) {
             record(out, inputs, site, grad());
         }
         return;
     }
     // not views: an edge exists exactly when `is_requires_grad` holds
     let next: SmallVec<[Option<Edge>; 2]> = inputs.iter().map(|t| edge_of(t)).collect();
-    if next.iter().all(Option::is_none) {
-        return;
+    if next.iter().any(Option::is_some) {
+        set_grad_fn(out, Node::new(grad(), next, site));
     }
-    let node = Node::new(grad(), next, site);
-    set_grad_fn(out, node);
 }
 
 fn set_grad_fn(out: &Tensor, node: Arc<Node>) {

@@ -86,13 +86,10 @@ impl Tensor {
             false,
             site,
         )?;
-        if dtype.is_float() && autograd::tracking(&[self]) {
-            autograd::record(
-                &out,
-                &[self],
-                site,
-                formulas::identity("CloneBackward", self),
-            );
+        if dtype.is_float() {
+            autograd::record_if_tracking(&out, &[self], site, || {
+                formulas::identity("CloneBackward", self)
+            });
         }
         Ok(out)
     }

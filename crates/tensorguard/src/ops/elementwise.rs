@@ -459,13 +459,10 @@ impl Tensor {
             false,
             site,
         )?;
-        if dtype.is_float() && autograd::tracking(&[xt, yt]) {
-            autograd::record(
-                &out,
-                &[cond, xt, yt],
-                site,
-                formulas::where_cond(cond, xt, yt),
-            );
+        if dtype.is_float() {
+            autograd::record_if_tracking(&out, &[cond, xt, yt], site, || {
+                formulas::where_cond(cond, xt, yt)
+            });
         }
         Ok(out)
     }

@@ -197,9 +197,7 @@ impl Tensor {
             false,
             site,
         )?;
-        if autograd::tracking(&[self]) {
-            autograd::record(&out, &[self, index], site, grad());
-        }
+        autograd::record_if_tracking(&out, &[self, index], site, grad);
         Ok(out)
     }
 
@@ -408,8 +406,8 @@ fn cat_impl(
         false,
         site,
     )?;
-    if dtype.is_float() && autograd::tracking(&parts) {
-        autograd::record(&out, &parts, site, formulas::cat(&parts, d));
+    if dtype.is_float() {
+        autograd::record_if_tracking(&out, &parts, site, || formulas::cat(&parts, d));
     }
     Ok(out)
 }
@@ -463,8 +461,8 @@ fn masked_fill_impl(
     if let Some(before) = before {
         let grad = formulas::masked_fill(&before.old, mask);
         autograd::inplace_finish(out, before, site, grad);
-    } else if !inplace && t.dtype().is_float() && autograd::tracking(&[t]) {
-        autograd::record(out, &[t, mask], site, formulas::masked_fill(t, mask));
+    } else if !inplace && t.dtype().is_float() {
+        autograd::record_if_tracking(out, &[t, mask], site, || formulas::masked_fill(t, mask));
     }
     Ok(())
 }

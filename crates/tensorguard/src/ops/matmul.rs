@@ -143,13 +143,14 @@ fn matmul_impl(
         false,
         site,
     )?;
-    if a.dtype().is_float() && autograd::tracking(&[a, b]) {
-        let grad = if a.ndim() == 2 && b.ndim() == 2 {
-            mm_grad(a, b)
-        } else {
-            formulas::matmul(a, b)
-        };
-        autograd::record(&out, &[a, b], site, grad);
+    if a.dtype().is_float() {
+        autograd::record_if_tracking(&out, &[a, b], site, || {
+            if a.ndim() == 2 && b.ndim() == 2 {
+                mm_grad(a, b)
+            } else {
+                formulas::matmul(a, b)
+            }
+        });
     }
     Ok(out)
 }

@@ -118,13 +118,10 @@ fn reduce_named(
         false,
         site,
     )?;
-    if output.is_float() && autograd::tracking(&[a]) {
-        autograd::record(
-            &out,
-            &[a],
-            site,
-            formulas::reduce(op, a, &dims, keepdim, &out),
-        );
+    if output.is_float() {
+        autograd::record_if_tracking(&out, &[a], site, || {
+            formulas::reduce(op, a, &dims, keepdim, &out)
+        });
     }
     Ok(out)
 }
@@ -188,14 +185,9 @@ fn extreme_dim(
         false,
         site,
     )?;
-    if autograd::tracking(&[a]) {
-        autograd::record(
-            &vals,
-            &[a],
-            site,
-            formulas::extreme_dim(a, d, keepdim, &idxs, max),
-        );
-    }
+    autograd::record_if_tracking(&vals, &[a], site, || {
+        formulas::extreme_dim(a, d, keepdim, &idxs, max)
+    });
     Ok((vals, idxs))
 }
 
@@ -421,8 +413,6 @@ fn softmax_impl(
         false,
         site,
     )?;
-    if autograd::tracking(&[a]) {
-        autograd::record(&out, &[a], site, formulas::softmax(&out, d, log));
-    }
+    autograd::record_if_tracking(&out, &[a], site, || formulas::softmax(&out, d, log));
     Ok(out)
 }

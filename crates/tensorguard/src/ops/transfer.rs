@@ -132,13 +132,10 @@ impl Tensor {
             Tensor::uninit(self.shape(), dtype, device, site)?
         };
         transfer_into(&out, self, opts.non_blocking, "to", site)?;
-        if dtype.is_float() && autograd::tracking(&[self]) {
-            autograd::record(
-                &out,
-                &[self],
-                site,
-                formulas::identity("ToCopyBackward", self),
-            );
+        if dtype.is_float() {
+            autograd::record_if_tracking(&out, &[self], site, || {
+                formulas::identity("ToCopyBackward", self)
+            });
         }
         Ok(out)
     }
@@ -181,13 +178,10 @@ impl Tensor {
             false,
             site,
         )?;
-        if self.dtype().is_float() && autograd::tracking(&[self]) {
-            autograd::record(
-                &out,
-                &[self],
-                site,
-                formulas::identity("PinMemoryBackward", self),
-            );
+        if self.dtype().is_float() {
+            autograd::record_if_tracking(&out, &[self], site, || {
+                formulas::identity("PinMemoryBackward", self)
+            });
         }
         Ok(out)
     }
