@@ -69,7 +69,7 @@ fn allocations<R>(mut f: impl FnMut() -> R) -> usize {
         .unwrap_or(0)
 }
 
-/// An op's output is one `Arc<TensorImpl>` and one `Arc<Storage>`; its
+/// An op's output is one `TensorImpl` block and one `Storage` block; its
 /// memory comes from the caching allocator's cache (no heap allocation once
 /// warm).
 const OUTPUT: usize = 2;

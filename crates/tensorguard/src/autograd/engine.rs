@@ -2,11 +2,11 @@
 
 use std::collections::HashMap;
 use std::panic::Location;
-use std::sync::Arc;
 
 use super::hooks::{self, Readiness};
 use super::{edge_of, is_anomaly_enabled, Edge, GradModeGuard, Info, Node};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::tensor::Tensor;
 
 fn autograd_error(message: String) -> Error {
@@ -26,8 +26,8 @@ fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
         None => {
             // `.grad` must own its memory: a gradient that is shared (the
             // same tensor flowing to two leaves) or a view is copied
-            let exclusive = std::sync::Arc::strong_count(&g.0) == 1
-                && std::sync::Arc::strong_count(g.storage()) == 1;
+            let exclusive =
+                Shared::strong_count(&g.0) == 1 && Shared::strong_count(g.storage()) == 1;
             if exclusive && g.is_contiguous() {
                 g
             } else {
@@ -126,7 +126,7 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     let mut leaves = Readiness::default();
     // dependency counts: how many edges point at each node
     let mut deps: HashMap<u64, usize> = HashMap::new();
-    let mut stack = vec![Arc::clone(&root_node)];
+    let mut stack = vec![Shared::clone(&root_node)];
     let mut seen = std::collections::HashSet::new();
     seen.insert(root_node.id);
     while let Some(n) = stack.pop() {
@@ -135,7 +135,7 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
                 Edge::Node(m) => {
                     *deps.entry(m.id).or_insert(0) += 1;
                     if seen.insert(m.id) {
-                        stack.push(Arc::clone(m));
+                        stack.push(Shared::clone(m));
                     }
                 }
                 Edge::Leaf(t) if track_leaves => leaves.count(t),
@@ -148,14 +148,15 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
     grads.insert(root_node.id, g);
     let mut ready = vec![root_node];
     // a node that got no gradient still releases its inputs' counts
-    let release = |m: &Arc<Node>, deps: &mut HashMap<u64, usize>, ready: &mut Vec<Arc<Node>>| {
-        if let Some(d) = deps.get_mut(&m.id) {
-            *d -= 1;
-            if *d == 0 {
-                ready.push(Arc::clone(m));
+    let release =
+        |m: &Shared<Node>, deps: &mut HashMap<u64, usize>, ready: &mut Vec<Shared<Node>>| {
+            if let Some(d) = deps.get_mut(&m.id) {
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(Shared::clone(m));
+                }
             }
-        }
-    };
+        };
     while let Some(node) = ready.pop() {
         let Some(g) = grads.remove(&node.id) else {
             for e in node.next.iter().flatten() {

@@ -2,12 +2,11 @@
 //! whose function maps the output's gradient to one gradient per input (in
 //! the order the op passed its inputs to `record`).
 
-use std::sync::Arc;
-
 use super::{Grad, Info, Saved};
 use crate::device::kernel::BinaryOp;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
+use crate::memory::alloc::Shared;
 use crate::shape::{Dims, Layout};
 use crate::tensor::Tensor;
 
@@ -605,7 +604,7 @@ pub(crate) fn gather(a: &Tensor, dim: usize, index: &Tensor) -> Grad {
 
 /// A tensor over `buf`'s storage with `layout` (an internal strided view).
 fn strided(buf: &Tensor, layout: Layout) -> Tensor {
-    Tensor::from_parts(Arc::clone(buf.storage()), layout, buf.dtype(), true)
+    Tensor::from_parts(Shared::clone(buf.storage()), layout, buf.dtype(), true)
 }
 
 /// A zero buffer covering both layouts, which are offsets into one storage.

@@ -14,9 +14,10 @@
 //! nodes that got no gradient is not called.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::memory::alloc::{Shared, WeakShared};
 use crate::tensor::{Tensor, TensorImpl};
 
 /// A post-accumulate-grad hook: called with the leaf (whose `.grad()` is
@@ -39,7 +40,7 @@ pub(crate) fn any_registered() -> bool {
 #[must_use = "dropping the handle keeps the hook; keep it to remove the hook later"]
 pub struct HookHandle {
     id: u64,
-    tensor: Weak<TensorImpl>,
+    tensor: WeakShared<TensorImpl>,
 }
 
 impl HookHandle {
@@ -104,7 +105,7 @@ impl Tensor {
         LIVE_HOOKS.fetch_add(1, Ordering::Relaxed);
         Ok(HookHandle {
             id,
-            tensor: Arc::downgrade(&self.0),
+            tensor: Shared::downgrade(&self.0),
         })
     }
 
@@ -150,7 +151,7 @@ pub(crate) struct Readiness {
 }
 
 fn key(t: &Tensor) -> usize {
-    Arc::as_ptr(&t.0) as usize
+    Shared::as_ptr(&t.0) as usize
 }
 
 impl Readiness {

@@ -39,12 +39,12 @@ mod stats;
 
 use std::panic::Location;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
+use crate::memory::alloc::{Shared, WeakShared};
 use crate::tensor::{Tensor, TensorImpl};
 
 pub use checkpoint::checkpoint;
@@ -65,7 +65,7 @@ pub(crate) struct Meta {
     /// A leaf created by the user with `requires_grad(true)`.
     pub(crate) requires_grad: bool,
     /// The node that produced this tensor (non-leaves).
-    pub(crate) grad_fn: Option<Arc<Node>>,
+    pub(crate) grad_fn: Option<Shared<Node>>,
     /// Accumulated gradient (leaves, and non-leaves that retain it).
     pub(crate) grad: Option<Tensor>,
     pub(crate) retains_grad: bool,
@@ -109,7 +109,7 @@ impl Grad {
 /// Where a gradient flows: into the node that produced a tensor, or into a
 /// leaf's `.grad`.
 pub(crate) enum Edge {
-    Node(Arc<Node>),
+    Node(Shared<Node>),
     Leaf(Tensor),
 }
 
@@ -133,7 +133,7 @@ pub(crate) struct Node {
     /// Full backtrace of the forward op (anomaly mode only).
     pub(crate) backtrace: Option<String>,
     /// Non-leaf tensors whose `.grad` this node's output gradient fills.
-    pub(crate) retain: Mutex<Vec<Weak<TensorImpl>>>,
+    pub(crate) retain: Mutex<Vec<WeakShared<TensorImpl>>>,
     /// The optimizer step this node was made in (Note [Graph stats]).
     step: u64,
 }
@@ -149,7 +149,7 @@ impl Node {
         grad: Grad,
         next: SmallVec<[Option<Edge>; 2]>,
         site: &'static Location<'static>,
-    ) -> Arc<Node> {
+    ) -> Shared<Node> {
         let step = stats::node_created();
         // a graph that spans optimizer steps (Note [Graph stats])
         let spans = next.iter().any(|e| match e {
@@ -160,7 +160,7 @@ impl Node {
             stats::spans_steps(grad.name, site, step);
         }
         // Note [Built in place]
-        crate::memory::alloc::arc_in_place(|slot| {
+        Shared::new_in_place(|slot| {
             slot.write(Node {
                 step,
                 id: NODE_IDS.next(),
@@ -332,7 +332,7 @@ impl Tensor {
     pub fn retain_grad(&self) -> Result<()> {
         match self.grad_fn_node() {
             Some(node) => {
-                node.retain.lock().push(Arc::downgrade(&self.0));
+                node.retain.lock().push(Shared::downgrade(&self.0));
                 if let Some(m) = self.0.autograd.lock().as_mut() {
                     m.retains_grad = true;
                 }
@@ -355,7 +355,7 @@ impl Tensor {
     /// history and not requiring grad (PyTorch's `detach`).
     pub fn detach(&self) -> Tensor {
         Tensor::from_parts(
-            std::sync::Arc::clone(self.storage()),
+            Shared::clone(self.storage()),
             self.layout().clone(),
             self.dtype(),
             self.is_view(),
@@ -395,7 +395,7 @@ impl Tensor {
     }
 
     /// The current node of this tensor, regenerating a stale view's.
-    pub(crate) fn grad_fn_node(&self) -> Option<Arc<Node>> {
+    pub(crate) fn grad_fn_node(&self) -> Option<Shared<Node>> {
         if !self.meta_flag() {
             return None;
         }
@@ -447,7 +447,7 @@ pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
         let m = t.0.autograd.lock();
         let m = m.as_ref()?;
         return match &m.grad_fn {
-            Some(n) => Some(Edge::Node(Arc::clone(n))),
+            Some(n) => Some(Edge::Node(Shared::clone(n))),
             None => m.requires_grad.then(|| Edge::Leaf(t.alias())),
         };
     }
@@ -515,7 +515,7 @@ pub(crate) fn record_if_tracking(
     }
 }
 
-fn set_grad_fn(out: &Tensor, node: Arc<Node>) {
+fn set_grad_fn(out: &Tensor, node: Shared<Node>) {
     let mut m = out.0.autograd.lock();
     m.get_or_insert_with(Default::default).grad_fn = Some(node);
     drop(m);

@@ -16,12 +16,13 @@ use std::time::Instant;
 use super::Storage;
 use crate::error::{Error, Result};
 use crate::memory::alloc::PeerAccess;
+use crate::memory::alloc::Shared;
 use crate::transfer::SiteCell;
 
 /// One side of a copy: a storage and a byte offset into it.
 pub(crate) struct CopyEnd {
     /// The memory (kept alive by the request until the copy ran).
-    pub storage: Arc<Storage>,
+    pub storage: Shared<Storage>,
     /// Where the copied bytes start, in bytes from the storage's start.
     pub offset: usize,
 }
@@ -139,7 +140,7 @@ fn copy_bytes(dst: &CopyEnd, src: &CopyEnd, bytes: usize, op: &'static str) -> R
         (true, false) => Some(PeerAccess::open(ddev)),
         _ => None,
     };
-    if Arc::ptr_eq(&src.storage, &dst.storage) {
+    if Shared::ptr_eq(&src.storage, &dst.storage) {
         let mut g = dst.storage.data.write();
         let buf = g.host_bytes_mut()?;
         let (s, d) = (

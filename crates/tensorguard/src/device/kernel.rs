@@ -3,12 +3,12 @@
 //! launch. Ops build these; backends execute them.
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use super::Storage;
 use crate::dtype::{DType, Scalar};
+use crate::memory::alloc::Shared;
 use crate::shape::{Dims, Layout};
 
 /// What a kernel computes. Kernels are data, so one description runs inline
@@ -268,7 +268,7 @@ pub(crate) struct KOut<'a> {
 /// One operand of an execution: where it is, how it is laid out, its dtype,
 /// the dtype the kernel wants and the shape it is broadcast to.
 pub(crate) struct Arg<'a> {
-    pub storage: &'a Arc<Storage>,
+    pub storage: &'a Shared<Storage>,
     pub layout: &'a Layout,
     pub tdtype: DType,
     pub want: DType,
@@ -282,7 +282,7 @@ pub(crate) struct Arg<'a> {
 
 /// An operand owned by a queued task.
 pub(crate) struct OwnedArg {
-    pub storage: Arc<Storage>,
+    pub storage: Shared<Storage>,
     pub layout: Layout,
     pub tdtype: DType,
     pub want: DType,
@@ -293,7 +293,7 @@ impl Arg<'_> {
     /// The operand for queued work: it owns the storage until the work ran.
     pub(crate) fn to_owned(&self) -> OwnedArg {
         OwnedArg {
-            storage: Arc::clone(self.storage),
+            storage: Shared::clone(self.storage),
             layout: self.layout.clone(),
             tdtype: self.tdtype,
             want: self.want,

@@ -13,7 +13,7 @@ use crate::device::backend::{backend, Mark};
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
-use crate::memory::alloc::{arc_in_place, Buffer};
+use crate::memory::alloc::{Buffer, Shared};
 use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
@@ -99,7 +99,7 @@ impl Poison {
 //
 // Note [In-flight operands]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
-// Queued work (a kernel `Task`, a `CopyJob`) owns `Arc`s of the storages
+// Queued work (a kernel `Task`, a `CopyJob`) owns handles of the storages
 // it reads and writes, so nothing it uses is freed before it ran, even
 // when the user dropped every tensor. A backend releases them before the
 // work's event counts as completed, so `synchronize` then
@@ -191,12 +191,13 @@ pub(crate) struct Storage {
 
 impl Storage {
     /// A storage of `bytes` from `device`'s allocator, for its current
-    /// stream. It is made in its `Arc`.
+    /// stream. It is made in its handle (Note [One count to drop] in
+    /// `memory/alloc/shared.rs`).
     pub(crate) fn new(
         device: &Device,
         bytes: usize,
         site: &'static Location<'static>,
-    ) -> Result<Arc<Storage>> {
+    ) -> Result<Shared<Storage>> {
         let stream = super::current_stream_id(device);
         let buf = super::backend::alloc_buffer(device, stream, bytes, site)?;
         Ok(Storage::from_buffer(*device, buf, false))
@@ -207,16 +208,16 @@ impl Storage {
     pub(crate) fn new_pinned(
         bytes: usize,
         site: &'static Location<'static>,
-    ) -> Result<Arc<Storage>> {
+    ) -> Result<Shared<Storage>> {
         let buf = Buffer::new_pinned(super::backend::pinned_allocator(), bytes, site)?;
         Ok(Storage::from_buffer(Device::Cpu, buf, true))
     }
 
-    /// The storage of `buf`, built in its `Arc` (Note [Built in place] in
-    /// `memory/alloc/in_place.rs`).
+    /// The storage of `buf`, built in its handle (Note [Built in place] in
+    /// `memory/alloc/shared.rs`).
     #[inline(always)]
-    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Arc<Storage> {
-        arc_in_place(|slot| {
+    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Shared<Storage> {
+        Shared::new_in_place(|slot| {
             slot.write(Storage {
                 id: STORAGE_IDS.next(),
                 device,
@@ -393,7 +394,7 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         if self.device.is_cpu() {
-            // Queued transfers own the host storages they use (an `Arc`),
+            // Queued transfers own the host storages they use (a handle),
             // so a host block is only dropped after they ran.
             return;
         }

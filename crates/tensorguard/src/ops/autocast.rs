@@ -6,13 +6,13 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::Location;
-use std::sync::{Arc, Weak};
 
 use smallvec::SmallVec;
 
 use crate::autocast;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::memory::alloc::{Shared, WeakShared};
 use crate::tensor::{Tensor, TensorImpl};
 
 /// What autocast does to an op's floating inputs.
@@ -92,7 +92,7 @@ pub(crate) fn inputs(
 
 /// A cast kept for the rest of the outermost autocast region.
 struct Entry {
-    src: Weak<TensorImpl>,
+    src: WeakShared<TensorImpl>,
     version: u64,
     cast: Tensor,
 }
@@ -122,10 +122,10 @@ fn cached_cast(t: &Tensor, dtype: DType, site: &'static Location<'static>) -> Re
     if !cacheable {
         return t.copy_to(dtype, site);
     }
-    let key = (Arc::as_ptr(&t.0) as usize, dtype);
+    let key = (Shared::as_ptr(&t.0) as usize, dtype);
     let hit = CACHE.with(|c| {
         c.borrow().get(&key).and_then(|e| {
-            let same = e.src.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &t.0));
+            let same = e.src.upgrade().is_some_and(|s| Shared::ptr_eq(&s, &t.0));
             // a backward without `retain_graph` consumed the cast's node:
             // cast again (gradient accumulation within one region)
             let live = e
@@ -144,7 +144,7 @@ fn cached_cast(t: &Tensor, dtype: DType, site: &'static Location<'static>) -> Re
         c.borrow_mut().insert(
             key,
             Entry {
-                src: Arc::downgrade(&t.0),
+                src: Shared::downgrade(&t.0),
                 version: t.version(),
                 cast: cast.alias(),
             },

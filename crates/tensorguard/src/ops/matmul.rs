@@ -1,11 +1,11 @@
 //! `matmul` (PyTorch's rules for 1-D, 2-D and batched operands) and `mm`.
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use super::{check_device, launch, In, Kernel, Out};
 use crate::autograd::{self, formulas};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::shape::{broadcast_shapes, Dims, Layout};
 use crate::tensor::Tensor;
 
@@ -46,7 +46,7 @@ impl Tensor {
 /// A handle over the same storage with another layout, for kernels that see
 /// a tensor with extra size-1 dims (not a user-visible view).
 fn relayout(t: &Tensor, layout: Layout) -> Tensor {
-    Tensor::from_parts(Arc::clone(t.storage()), layout, t.dtype(), t.is_view())
+    Tensor::from_parts(Shared::clone(t.storage()), layout, t.dtype(), t.is_view())
 }
 
 fn unsqueezed(t: &Tensor, at: usize) -> Tensor {

@@ -10,7 +10,6 @@
 //! it (a write waits for the copy's read; a read waits for its write).
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use super::inplace::check_inplace_target;
 use super::Kernel;
@@ -22,6 +21,7 @@ use crate::device::Storage;
 use crate::device_id::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::shape::{broadcast_shapes, Layout};
 use crate::tensor::Tensor;
 use crate::transfer::{self, CopyOpts, Direction, HostCopy};
@@ -446,11 +446,11 @@ fn move_bytes(
     let esize = wire.size_in_bytes();
     let job = CopyJob {
         dst: CopyEnd {
-            storage: Arc::clone(landing.storage()),
+            storage: Shared::clone(landing.storage()),
             offset: landing.storage_offset() * esize,
         },
         src: CopyEnd {
-            storage: Arc::clone(packed.storage()),
+            storage: Shared::clone(packed.storage()),
             offset: packed.storage_offset() * esize,
         },
         bytes,

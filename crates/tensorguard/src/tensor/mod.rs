@@ -4,11 +4,11 @@ pub(crate) mod format;
 mod views;
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use crate::device_id::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::shape::{norm_dim, Layout};
 
 pub(crate) use crate::device::Storage;
@@ -33,10 +33,10 @@ pub use views::SliceRange;
 /// assert_eq!(base.version(), 1);
 /// # Ok(()) }
 /// ```
-pub struct Tensor(pub(crate) Arc<TensorImpl>);
+pub struct Tensor(pub(crate) Shared<TensorImpl>);
 
 pub(crate) struct TensorImpl {
-    pub(crate) storage: Arc<Storage>,
+    pub(crate) storage: Shared<Storage>,
     pub(crate) layout: Layout,
     pub(crate) dtype: DType,
     pub(crate) is_view: bool,
@@ -50,7 +50,7 @@ pub(crate) struct TensorImpl {
 
 impl Tensor {
     pub(crate) fn from_parts(
-        storage: Arc<Storage>,
+        storage: Shared<Storage>,
         layout: Layout,
         dtype: DType,
         is_view: bool,
@@ -59,14 +59,14 @@ impl Tensor {
     }
 
     fn with_base(
-        storage: Arc<Storage>,
+        storage: Shared<Storage>,
         layout: Layout,
         dtype: DType,
         is_view: bool,
         base: Option<Tensor>,
     ) -> Tensor {
-        // Note [Built in place]
-        Tensor(crate::memory::alloc::arc_in_place(|slot| {
+        // Note [Built in place], Note [One count to drop]
+        Tensor(Shared::new_in_place(|slot| {
             slot.write(TensorImpl {
                 storage,
                 layout,
@@ -86,7 +86,7 @@ impl Tensor {
             None => self.alias(),
         };
         Tensor::with_base(
-            Arc::clone(&self.0.storage),
+            Shared::clone(&self.0.storage),
             layout,
             self.0.dtype,
             true,
@@ -163,10 +163,10 @@ impl Tensor {
     /// tensor an op has just made and not yet returned does it mean that
     /// nothing else can (Note [Fresh outputs] in `device/cpu/exec.rs`).
     pub(crate) fn is_unique(&self) -> bool {
-        let unique = Arc::strong_count(&self.0) == 1
-            && Arc::weak_count(&self.0) == 0
-            && Arc::strong_count(&self.0.storage) == 1
-            && Arc::weak_count(&self.0.storage) == 0;
+        let unique = Shared::strong_count(&self.0) == 1
+            && Shared::weak_count(&self.0) == 0
+            && Shared::strong_count(&self.0.storage) == 1
+            && Shared::weak_count(&self.0.storage) == 0;
         if unique {
             // what the last other owner did before dropping its handle
             // happens before what we do next (as `Arc::get_mut`)
@@ -179,7 +179,7 @@ impl Tensor {
         &self.0.layout
     }
 
-    pub(crate) fn storage(&self) -> &Arc<Storage> {
+    pub(crate) fn storage(&self) -> &Shared<Storage> {
         &self.0.storage
     }
 
@@ -187,13 +187,13 @@ impl Tensor {
     /// identity). Writes through either handle are seen by both. This is what
     /// `b = a` does in Python; use [`Tensor::clone`] for an independent copy.
     pub fn alias(&self) -> Tensor {
-        Tensor(Arc::clone(&self.0))
+        Tensor(Shared::clone(&self.0))
     }
 
     /// True when `self` and `other` are handles to the same tensor (made by
     /// [`alias`](Tensor::alias)), not merely views of the same storage.
     pub fn is_same(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Shared::ptr_eq(&self.0, &other.0)
     }
 
     /// The shape (sizes of each dimension).
@@ -255,7 +255,7 @@ impl Tensor {
     /// True when both tensors use the same storage (one is a view of the
     /// other, or both are views of one base).
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+        Shared::ptr_eq(&self.0.storage, &other.0.storage)
     }
 
     /// The version counter shared by this tensor and all its views: every

@@ -2,13 +2,13 @@
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 use std::panic::Location;
-use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use super::Tensor;
 use crate::autograd::{self, formulas, Grad};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::shape::{norm_dim, norm_dims, DimList, Dims, Layout, ShapeSpec};
 
 /// A range of indices along one dimension for [`Tensor::slice`], with Python's
@@ -115,7 +115,7 @@ impl Tensor {
                 // a copy, not a view of `self` (PyTorch's `_unsafe_view`)
                 let copy = self.detach().contiguous()?;
                 let out = Tensor::from_parts(
-                    Arc::clone(copy.storage()),
+                    Shared::clone(copy.storage()),
                     Layout::contiguous(&shape),
                     self.dtype(),
                     false,

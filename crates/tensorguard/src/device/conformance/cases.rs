@@ -15,6 +15,7 @@ use super::{
 use crate::device::kernel::{BinaryOp, Kernel};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::memory::allocated;
 use crate::shape::Layout;
 
@@ -178,7 +179,7 @@ pub(super) fn queued_kernel_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     let (gate, _) = Gate::close(b, s)?;
     let r = launch(b, s, &scalar(BinaryOp::Add, 1.0), &[&y], &[&x])?;
     copy(b, s, (&out, 0), (&y.storage, 0), 1024)?;
-    let (wx, wy) = (Arc::downgrade(&x.storage), Arc::downgrade(&y.storage));
+    let (wx, wy) = (Shared::downgrade(&x.storage), Shared::downgrade(&y.storage));
     drop((x, y));
     match r {
         Some(seq) => {
@@ -216,7 +217,7 @@ pub(super) fn queued_copy_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     let (gate, _) = Gate::close(b, s)?;
     let r = copy(b, s, (&dst, 0), (&src, 0), 600)?;
     copy(b, s, (&out, 0), (&dst, 0), 600)?;
-    let (ws, wd) = (Arc::downgrade(&src), Arc::downgrade(&dst));
+    let (ws, wd) = (Shared::downgrade(&src), Shared::downgrade(&dst));
     drop((src, dst));
     match r {
         Some(seq) => {
@@ -254,7 +255,7 @@ pub(super) fn queued_peer_copy_keeps_operands_alive(ctx: &Ctx) -> Result<()> {
     let (side, ss) = if d.device.is_cpu() { (p, ps) } else { (d, s) };
     let (gate, _) = Gate::close(side.b, ss)?;
     let r = copy(side.b, ss, (&dst, 0), (&src, 0), 300)?;
-    let (ws, wd) = (Arc::downgrade(&src), Arc::downgrade(&dst));
+    let (ws, wd) = (Shared::downgrade(&src), Shared::downgrade(&dst));
     drop((src, dst));
     if let Some(seq) = r {
         assert!(!side.b.event_query(ss, seq));
@@ -535,7 +536,7 @@ pub(super) fn synchronize_then_allocated_is_exact(ctx: &Ctx) -> Result<()> {
     for i in 0..20 {
         let x = Operand::f32(alloc(&d, 4096)?, 1024);
         launch(b, streams[i % 2], &fill(i as f64), &[&x], &[])?;
-        weak.push(Arc::downgrade(&x.storage));
+        weak.push(Shared::downgrade(&x.storage));
     }
     drop(gate);
     b.synchronize()?;

@@ -33,6 +33,7 @@ use super::kernel::{Arg, BinaryOp, Kernel};
 use super::{Device, Storage, StreamId};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 use crate::shape::Layout;
 
 /// One device under test: its id and its backend.
@@ -208,14 +209,14 @@ conformance_cases!(
 
 /// A kernel operand: a storage, its layout and dtype.
 pub(super) struct Operand {
-    pub storage: Arc<Storage>,
+    pub storage: Shared<Storage>,
     pub layout: Layout,
     pub dtype: DType,
 }
 
 impl Operand {
     /// `n` contiguous f32 elements of `storage`.
-    pub(super) fn f32(storage: Arc<Storage>, n: usize) -> Operand {
+    pub(super) fn f32(storage: Shared<Storage>, n: usize) -> Operand {
         Operand {
             storage,
             layout: Layout::contiguous(&[n]),
@@ -237,13 +238,13 @@ impl Operand {
 
 /// A fresh storage of `bytes` on `device` (contents unspecified).
 #[track_caller]
-pub(super) fn alloc(device: &Device, bytes: usize) -> Result<Arc<Storage>> {
+pub(super) fn alloc(device: &Device, bytes: usize) -> Result<Shared<Storage>> {
     Storage::new(device, bytes, Location::caller())
 }
 
 /// A host storage holding `bytes`.
 #[track_caller]
-pub(super) fn host(bytes: &[u8]) -> Result<Arc<Storage>> {
+pub(super) fn host(bytes: &[u8]) -> Result<Shared<Storage>> {
     let s = alloc(&Device::Cpu, bytes.len())?;
     s.data.write().host_bytes_mut()?.copy_from_slice(bytes);
     Ok(s)
@@ -252,7 +253,7 @@ pub(super) fn host(bytes: &[u8]) -> Result<Arc<Storage>> {
 /// A pinned host storage holding `bytes`: the target of a device-to-host
 /// copy queued behind a [`Gate`] (Note [Kernels load before a gate]).
 #[track_caller]
-pub(super) fn pinned(bytes: &[u8]) -> Result<Arc<Storage>> {
+pub(super) fn pinned(bytes: &[u8]) -> Result<Shared<Storage>> {
     let s = Storage::new_pinned(bytes.len(), Location::caller())?;
     s.data.write().host_bytes_mut()?.copy_from_slice(bytes);
     Ok(s)
@@ -269,19 +270,19 @@ pub(super) fn host_bytes(s: &Storage) -> Result<Vec<u8>> {
 pub(super) fn copy(
     b: &dyn Backend,
     stream: StreamId,
-    dst: (&Arc<Storage>, usize),
-    src: (&Arc<Storage>, usize),
+    dst: (&Shared<Storage>, usize),
+    src: (&Shared<Storage>, usize),
     bytes: usize,
 ) -> Result<Option<u64>> {
     b.copy(
         stream,
         CopyJob {
             dst: CopyEnd {
-                storage: Arc::clone(dst.0),
+                storage: Shared::clone(dst.0),
                 offset: dst.1,
             },
             src: CopyEnd {
-                storage: Arc::clone(src.0),
+                storage: Shared::clone(src.0),
                 offset: src.1,
             },
             bytes,
@@ -327,7 +328,7 @@ pub(super) fn wait(b: &dyn Backend, stream: StreamId, r: Option<u64>) -> Result<
 }
 
 /// A storage of `d` holding `bytes`, written by a copy on `stream`.
-pub(super) fn upload(d: Dev, stream: StreamId, bytes: &[u8]) -> Result<Arc<Storage>> {
+pub(super) fn upload(d: Dev, stream: StreamId, bytes: &[u8]) -> Result<Shared<Storage>> {
     let dst = alloc(&d.device, bytes.len())?;
     let src = host(bytes)?;
     let r = copy(d.b, stream, (&dst, 0), (&src, 0), bytes.len())?;
@@ -337,7 +338,12 @@ pub(super) fn upload(d: Dev, stream: StreamId, bytes: &[u8]) -> Result<Arc<Stora
 
 /// The first `len` bytes of a storage of `d`, read by a copy on `stream`
 /// (after the work queued there before it).
-pub(super) fn download(d: Dev, stream: StreamId, s: &Arc<Storage>, len: usize) -> Result<Vec<u8>> {
+pub(super) fn download(
+    d: Dev,
+    stream: StreamId,
+    s: &Shared<Storage>,
+    len: usize,
+) -> Result<Vec<u8>> {
     let out = host(&vec![0; len])?;
     let r = copy(d.b, stream, (&out, 0), (s, 0), len)?;
     wait(d.b, stream, r)?;

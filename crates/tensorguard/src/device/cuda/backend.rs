@@ -10,7 +10,7 @@
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -24,6 +24,7 @@ use crate::device::kernel::{Arg, Kernel};
 use crate::device::{Device, Storage, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::cuda::{Ctx, CudaRaw};
+use crate::memory::alloc::Shared;
 use crate::memory::alloc::{Buffer, CachingAllocator};
 use crate::shape::Layout;
 
@@ -141,7 +142,7 @@ struct Staged {
 }
 
 fn same_operand(a: &Arg<'_>, out: &Arg<'_>) -> bool {
-    Arc::ptr_eq(a.storage, out.storage)
+    Shared::ptr_eq(a.storage, out.storage)
         && a.tdtype == a.want
         && a.want == out.want
         && out.tdtype == out.want
@@ -460,8 +461,8 @@ impl Cuda {
             launch: self.launches.fetch_add(1, Ordering::Relaxed) + 1,
             op: l.op,
             site: l.site,
-            outs: l.outs.iter().map(|o| Arc::clone(o.storage)).collect(),
-            ins: l.ins.iter().map(|i| Arc::clone(i.storage)).collect(),
+            outs: l.outs.iter().map(|o| Shared::clone(o.storage)).collect(),
+            ins: l.ins.iter().map(|i| Shared::clone(i.storage)).collect(),
         }
     }
 

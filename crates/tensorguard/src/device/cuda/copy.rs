@@ -5,8 +5,6 @@
 //! already counts as a synchronisation). The job's storages are held until
 //! the copy's event completed (Note [In-flight operands]).
 
-use std::sync::Arc;
-
 use cudarc::driver::{result as drv, sys};
 use smallvec::smallvec;
 
@@ -16,6 +14,7 @@ use crate::device::{Device, Storage};
 use crate::error::{Error, Result};
 use crate::memory::alloc::cuda::driver_error;
 use crate::memory::alloc::PeerAccess;
+use crate::memory::alloc::Shared;
 
 /// Where one side of a copy is.
 enum Side {
@@ -75,8 +74,8 @@ pub(super) fn submit(s: &CudaStream, job: CopyJob) -> Result<Option<u64>> {
         launch: 0,
         op,
         site,
-        outs: smallvec![Arc::clone(&dst.storage)],
-        ins: smallvec![Arc::clone(&src.storage)],
+        outs: smallvec![Shared::clone(&dst.storage)],
+        ins: smallvec![Shared::clone(&src.storage)],
     };
     let timing = (prof.is_some() || done.is_some()).then_some((prof, done));
     let seq = s.submit(item, timing, |raw| {

@@ -25,6 +25,7 @@ use crate::device::Storage;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::cuda::driver_error;
+use crate::memory::alloc::Shared;
 
 // Note [CUDA faults]
 // ~~~~~~~~~~~~~~~~~~
@@ -76,8 +77,8 @@ pub(super) struct Item {
     pub op: &'static str,
     pub site: &'static Location<'static>,
     /// Storages written and read (kept alive: Note [In-flight operands]).
-    pub outs: SmallVec<[Arc<Storage>; 2]>,
-    pub ins: SmallVec<[Arc<Storage>; 3]>,
+    pub outs: SmallVec<[Shared<Storage>; 2]>,
+    pub ins: SmallVec<[Shared<Storage>; 3]>,
 }
 
 struct Entry {

@@ -17,6 +17,7 @@ use crate::device::kernel::Task;
 use crate::device::storage::Poison;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
+use crate::memory::alloc::Shared;
 
 thread_local! {
     static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -277,7 +278,7 @@ impl Worker {
             }
             Work::Copy(job) => {
                 let (op, site) = (job.op, job.site);
-                let dst = std::sync::Arc::clone(&job.dst.storage);
+                let dst = Shared::clone(&job.dst.storage);
                 let r = flatten(catch_unwind(AssertUnwindSafe(|| job.run_on_host(clock))));
                 if let Err(e) = &r {
                     if !matches!(e, Error::Poisoned { .. }) {

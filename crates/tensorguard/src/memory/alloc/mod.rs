@@ -9,9 +9,9 @@ mod caching;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod history;
-mod in_place;
 mod pinned;
 mod raw;
+mod shared;
 mod snapshot;
 mod stats;
 
@@ -21,8 +21,8 @@ pub use crate::oom_report::{LiveAllocation, OomReport};
 pub use crate::units::format_bytes;
 pub(crate) use access::{enter_device_thread, may_touch, PeerAccess};
 pub(crate) use caching::{Allocation, CachingAllocator, StreamId};
-pub(crate) use in_place::arc_in_place;
 pub(crate) use raw::{DevicePtr, HostRaw, RawAlloc};
+pub(crate) use shared::{Shared, WeakShared};
 pub use stats::{parse_bytes, MemoryStats, Stat, StatArray};
 // memory history, snapshots and the live view (issue 6)
 pub use history::{Action, HistoryOptions, Stacks, DEFAULT_MAX_ENTRIES};
