@@ -26,9 +26,7 @@ fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
         None => {
             // `.grad` must own its memory: a gradient that is shared (the
             // same tensor flowing to two leaves) or a view is copied
-            let exclusive =
-                Shared::strong_count(&g.0) == 1 && Shared::strong_count(g.storage()) == 1;
-            if exclusive && g.is_contiguous() {
+            if g.is_unique() && g.is_contiguous() {
                 g
             } else {
                 g.clone()?

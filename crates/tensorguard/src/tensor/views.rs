@@ -120,9 +120,9 @@ impl Tensor {
                     self.dtype(),
                     false,
                 );
-                if autograd::tracking(&[self]) {
-                    autograd::record(&out, &[self], Location::caller(), formulas::reshape(self));
-                }
+                autograd::record_if_tracking(&out, &[self], Location::caller(), || {
+                    formulas::reshape(self)
+                });
                 Ok(out)
             }
         }
