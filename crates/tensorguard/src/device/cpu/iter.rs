@@ -7,14 +7,24 @@ use smallvec::SmallVec;
 use crate::dtype::Native;
 use crate::shape::Layout;
 
-/// Below this many elements an op runs on the calling thread. A split
-/// wakes the pool's threads, which sleep between the ops of a training
-/// step: at 2^15 a 64K-element `add` took 26 us split against 6.5 us on
-/// one thread (PyTorch 4-8 us), on 2 cores; at 2^18 (1 MiB of f32) the
-/// memory-bound ops split only where their traffic leaves the caches.
-/// Kernels with more work per element split earlier ([`PAR_HEAVY`]), and
-/// reductions by the elements they read, not the ones they write.
+/// Below this many elements an op runs on the calling thread, unless the
+/// team's helpers are already awake ([`WARM_SPLIT`]). A split may have to
+/// wake a sleeping thread: at 2^15 a 64K-element `add` took 26 us split
+/// over rayon's sleeping pool against 6.5 us on one thread (PyTorch 4-8
+/// us), on 2 cores; at 2^18 (1 MiB of f32) the memory-bound ops split only
+/// where their traffic leaves the caches. Kernels with more work per
+/// element split earlier ([`PAR_HEAVY`]), and reductions by the elements
+/// they read, not the ones they write.
 pub(crate) const PAR_MIN: usize = 1 << 18;
+
+/// A kernel below its split size but above that size divided by this
+/// splits when the team's helpers are spinning (they spin for a while
+/// after each split, as between the ops of a training step): no thread to
+/// wake, so the split pays from far fewer elements. From 2^15 elements for
+/// the memory-bound ops, PyTorch's grain: an `add` of 64K f32 took 4.3-4.4
+/// us split on the warm team against 6.4-6.7 us on one thread (PyTorch
+/// 5.4 us), on the 2-core Intel machine.
+pub(crate) const WARM_SPLIT: usize = 8;
 
 /// [`PAR_MIN`] for kernels that spend a few dozen instructions on each
 /// element (exp, log, tanh, sigmoid, pow): their split pays for waking the
@@ -78,6 +88,31 @@ pub(crate) fn for_each_run<const N: usize>(
     }
 }
 
+/// Runs `f(start, run)` over `out` split over the team ([`split_chunk`]
+/// from `min` elements, or only onto awake helpers from `min /`
+/// [`WARM_SPLIT`]) and returns true; false, having run nothing, when the
+/// kernel stays on the calling thread. Inlined, it is one comparison for
+/// a kernel too small for either.
+#[inline(always)]
+pub(crate) fn split_runs<O: Send>(
+    out: &mut [O],
+    min: usize,
+    f: impl Fn(usize, &mut [O]) + Sync,
+) -> bool {
+    out.len() >= (min / WARM_SPLIT).max(2) && split_large(out, min, f)
+}
+
+/// [`split_runs`] once the kernel is large enough to split on an awake
+/// team: out of line, so that small kernels carry none of it.
+#[inline(never)]
+fn split_large<O: Send>(out: &mut [O], min: usize, f: impl Fn(usize, &mut [O]) + Sync) -> bool {
+    if let Some(chunk) = split_chunk(out.len(), min) {
+        super::team::for_each_run_mut(out, chunk, f);
+        return true;
+    }
+    super::team::for_each_run_if_awake(out, f)
+}
+
 /// The chunk size to split `numel` elements over the pool by (about four
 /// chunks a thread, at least half of `min`, a multiple of 64 unless
 /// smaller: a reduction's few outputs may each read a long lane), or `None`
@@ -98,9 +133,10 @@ pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
 /// `out[offsets[0] - out_base ..]` for one run. The output's elements are
 /// split from `min` of them ([`PAR_MIN`], [`PAR_HEAVY`], or less for a
-/// reduction whose every output element reads a whole lane) over the
-/// spinning team, one run a thread, or in [`split_chunk`]'s chunks over
-/// rayon's pool when the team is taken (Note [Spinning team]).
+/// reduction whose every output element reads a whole lane), or from
+/// `min /` [`WARM_SPLIT`] when the team is awake, over the spinning team,
+/// one run a thread, or in [`split_chunk`]'s chunks over rayon's pool when
+/// the team is taken (Note [Spinning team]); see [`split_runs`].
 pub(crate) fn drive<O: Send, const N: usize, F>(
     out: &mut [O],
     layouts: [&Layout; N],
@@ -143,19 +179,21 @@ pub(crate) fn drive<O: Send, const N: usize, F>(
     let cref: [&[usize]; N] = std::array::from_fn(|k| &cstrides[k][..]);
     // row-major positions are memory positions when the (reordered)
     // output is contiguous: split it by memory chunks
-    if let Some(chunk) = split_chunk(numel, min).filter(|_| ol.is_contiguous()) {
+    if ol.is_contiguous() {
         let o = &mut out[base[0]..base[0] + numel];
-        super::team::for_each_run_mut(o, chunk, |start, oc| {
+        let split = split_runs(o, min, |start, oc| {
             let end = start + oc.len();
             for_each_run(&shape, cref, base, start, end, |offs, len, inner| {
                 body(oc, base[0] + start, offs, len, inner)
             });
         });
-    } else {
-        for_each_run(&shape, cref, base, 0, numel, |offs, len, inner| {
-            body(out, 0, offs, len, inner)
-        });
+        if split {
+            return;
+        }
     }
+    for_each_run(&shape, cref, base, 0, numel, |offs, len, inner| {
+        body(out, 0, offs, len, inner)
+    });
 }
 
 /// out = f(a), split over the pool from `min` elements (see [`drive`]).

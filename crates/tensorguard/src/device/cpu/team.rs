@@ -16,7 +16,12 @@
 // threads spin for 200 ms by default, which is why it scales there).
 // Elementwise kernels split the same way ([`for_each_run_mut`]): `exp` of
 // 64K f32 took 31-59 us split by rayon (one thread: 30 us) and 22 us on
-// the team.
+// the team. A kernel too small to pay for a wake-up splits only while
+// every helper still spins after a previous split
+// ([`for_each_run_if_awake`]; from 2^15 elements for the memory-bound
+// ones, `iter::WARM_SPLIT`): between the products of a training step the
+// team is awake, so its mid-sized elementwise ops split as OpenMP's do
+// under PyTorch, while a program that runs nothing large never wakes it.
 //
 // The team is `rayon::current_num_threads() - 1` helper threads, made on
 // first use, fewer when several ranks of a job share the machine
@@ -49,6 +54,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 /// A part's closure with its borrow's lifetime erased: valid until the
 /// poster has seen the part done (Note [Spinning team]).
@@ -252,34 +258,59 @@ pub(crate) fn for_each_run_mut<O: Send>(
     chunk: usize,
     f: impl Fn(usize, &mut [O]) + Sync,
 ) {
-    let n = out.len();
-    let parts = size();
-    if parts > 1 && n > 0 {
-        let per = n.div_ceil(parts).next_multiple_of(64).min(n);
-        let runs: Vec<Mutex<Option<Run<'_, O>>>> = out
-            .chunks_mut(per)
-            .enumerate()
-            .map(|(i, r)| Mutex::new(Some((i * per, r))))
-            .collect();
-        let run = |p: usize| {
-            if let Some((start, r)) = runs[p].lock().take() {
-                f(start, r);
-            }
-        };
-        if split(runs.len(), &run) {
+    if size() > 1 && !out.is_empty() {
+        if on_team(out, &f) {
             return;
         }
-        // the team was taken and ran nothing: every run is still there
-        runs.into_par_iter().for_each(|r| {
-            if let Some((start, r)) = r.into_inner() {
-                f(start, r);
-            }
-        });
+        // the team was taken and ran nothing: the same runs on rayon's pool
+        let per = run_len(out.len());
+        out.par_chunks_mut(per)
+            .enumerate()
+            .for_each(|(i, r)| f(i * per, r));
         return;
     }
     out.par_chunks_mut(chunk.max(1))
         .enumerate()
         .for_each(|(i, r)| f(i * chunk.max(1), r));
+}
+
+/// [`for_each_run_mut`] for a kernel too small to be worth waking a
+/// thread: it splits only when every helper is spinning, not parked (as
+/// between the ops of a loop that splits), and the team is free. Returns
+/// false, having run nothing, otherwise: the caller then runs `f(0, out)`
+/// itself. A helper that parks between this check and the post is woken,
+/// which only costs time.
+pub(crate) fn for_each_run_if_awake<O: Send>(
+    out: &mut [O],
+    f: impl Fn(usize, &mut [O]) + Sync,
+) -> bool {
+    let awake = team()
+        .slots
+        .iter()
+        .all(|s| s.thread.get().is_some() && !s.sleeping.load(Ordering::Relaxed));
+    size() > 1 && !out.is_empty() && awake && on_team(out, &f)
+}
+
+/// The length of each thread's run of `n` elements.
+fn run_len(n: usize) -> usize {
+    n.div_ceil(size()).next_multiple_of(64).min(n)
+}
+
+/// Splits `out` into one run per thread of the team and runs `f` over
+/// them there; false, having run nothing, when the team is taken.
+fn on_team<O: Send>(out: &mut [O], f: &(impl Fn(usize, &mut [O]) + Sync)) -> bool {
+    let per = run_len(out.len());
+    let runs: SmallVec<[Mutex<Option<Run<'_, O>>>; 4]> = out
+        .chunks_mut(per)
+        .enumerate()
+        .map(|(i, r)| Mutex::new(Some((i * per, r))))
+        .collect();
+    let run = |p: usize| {
+        if let Some((start, r)) = runs[p].lock().take() {
+            f(start, r);
+        }
+    };
+    split(runs.len(), &run)
 }
 
 /// The parts a [`split`] posted, to the first `n` slots: dropping it waits
@@ -423,6 +454,46 @@ mod tests {
                 out.iter().enumerate().all(|(i, &x)| x == i as u32 + 1),
                 "n = {n}"
             );
+        }
+    }
+
+    /// The split for small kernels runs only on awake helpers: right after
+    /// a split it covers the output once (or declines while another test
+    /// holds the team, having written nothing); after the helpers parked
+    /// it declines.
+    #[test]
+    fn a_split_onto_awake_helpers_covers_the_output_or_declines() {
+        if no_helpers() {
+            return;
+        }
+        let mut ran = 0;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            // wakes the helpers (if taken, another test's split woke them)
+            let _ = split(size(), &|_| {});
+            let mut out = vec![0u32; 40_000];
+            let done = for_each_run_if_awake(&mut out, |start, run| {
+                for (i, x) in run.iter_mut().enumerate() {
+                    *x += (start + i) as u32 + 1;
+                }
+            });
+            if done {
+                assert!(out.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
+                ran += 1;
+                if ran == 20 {
+                    break;
+                }
+            } else {
+                assert!(out.iter().all(|&x| x == 0), "declined, yet wrote");
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(ran, 20, "awake helpers were never used");
+        // parked helpers: declined (unless another test woke them meanwhile)
+        std::thread::sleep(spin_time() + Duration::from_millis(20));
+        let mut out = vec![0u32; 1000];
+        if !for_each_run_if_awake(&mut out, |_, run| run.fill(1)) {
+            assert!(out.iter().all(|&x| x == 0));
         }
     }
 

@@ -8,7 +8,7 @@ use std::any::TypeId;
 use half::{bf16, f16};
 use num_traits::Float;
 
-use super::iter::{split_chunk, PAR_HEAVY};
+use super::iter::{split_runs, PAR_HEAVY};
 use crate::device::kernel::UnaryOp;
 use crate::dtype::Native;
 
@@ -103,8 +103,8 @@ fn as_f32_mut<T: Native>(xs: &mut [T]) -> Option<&mut [f32]> {
 
 /// Computes `op` over dense slices (`o = op(x)`, or in place when `x` is
 /// `None`) if `T` has a vector kernel for it, split over the pool from
-/// [`PAR_HEAVY`] elements; returns false, having written nothing,
-/// otherwise.
+/// [`PAR_HEAVY`] elements (fewer when the team is awake: `split_runs`);
+/// returns false, having written nothing, otherwise.
 pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) -> bool {
     let kernel: fn(Option<&[f32]>, &mut [f32]) = match op {
         UnaryOp::Exp => exp_slice,
@@ -121,13 +121,12 @@ pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) 
         },
         None => None,
     };
-    let Some(chunk) = split_chunk(o.len(), PAR_HEAVY) else {
-        kernel(x, o);
-        return true;
-    };
-    super::team::for_each_run_mut(o, chunk, |start, o| {
+    let split = split_runs(o, PAR_HEAVY, |start, o| {
         kernel(x.map(|x| &x[start..start + o.len()]), o)
     });
+    if !split {
+        kernel(x, o);
+    }
     true
 }
 
