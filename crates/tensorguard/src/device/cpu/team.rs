@@ -280,15 +280,62 @@ pub(crate) fn for_each_run_mut<O: Send>(
 /// false, having run nothing, otherwise: the caller then runs `f(0, out)`
 /// itself. A helper that parks between this check and the post is woken,
 /// which only costs time.
+///
+/// Such kernels in a loop wake a parked team for the ones that follow:
+/// Note [Waking for a loop].
 pub(crate) fn for_each_run_if_awake<O: Send>(
     out: &mut [O],
     f: impl Fn(usize, &mut [O]) + Sync,
 ) -> bool {
-    let awake = team()
+    if size() < 2 || out.is_empty() {
+        return false;
+    }
+    let team = team();
+    let awake = team
         .slots
         .iter()
         .all(|s| s.thread.get().is_some() && !s.sleeping.load(Ordering::Relaxed));
-    size() > 1 && !out.is_empty() && awake && on_team(out, &f)
+    if awake {
+        return on_team(out, &f);
+    }
+    if in_a_loop() {
+        for (i, slot) in team.slots.iter().enumerate() {
+            if started(slot, i + 1) && slot.sleeping.load(Ordering::SeqCst) {
+                if let Some(t) = slot.thread.get() {
+                    t.unpark();
+                }
+            }
+        }
+    }
+    false
+}
+
+// Note [Waking for a loop]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel that splits only onto an awake team (`for_each_run_if_awake`)
+// never wakes it for itself: it would wait for a parked helper longer than
+// it runs. But a loop of such kernels and nothing larger (an optimizer
+// over mid-sized tensors, a benchmark of a 64K add) would then never
+// split, where PyTorch's OpenMP threads, spinning after each parallel
+// region, take half of each. So when such a kernel finds the team parked
+// and the previous one ran less than the helpers' spin time ago, it runs
+// on its own thread as before and unparks the helpers without posting
+// work: they spin again for the spin time, and the kernels that follow
+// split. Kernels further apart than the spin time never wake the team (it
+// would only burn a core until it parked again). The cost is one clock
+// reading per such kernel while the team is parked, and an unpark per
+// helper once per loop.
+
+/// Whether the previous kernel that could have split onto an awake team
+/// ran less than the helpers' spin time ago (Note [Waking for a loop]).
+fn in_a_loop() -> bool {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
+    let now =
+        u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let last = LAST.swap(now, Ordering::Relaxed);
+    let spin = u64::try_from(spin_time().as_nanos()).unwrap_or(u64::MAX);
+    last != u64::MAX && now.saturating_sub(last) < spin
 }
 
 /// The length of each thread's run of `n` elements.
@@ -495,6 +542,30 @@ mod tests {
         if !for_each_run_if_awake(&mut out, |_, run| run.fill(1)) {
             assert!(out.iter().all(|&x| x == 0));
         }
+    }
+
+    /// Note [Waking for a loop]: small kernels in a loop, with the team
+    /// parked, wake it, and then split.
+    #[test]
+    fn a_loop_of_small_kernels_wakes_the_team() {
+        if no_helpers() || spin_time().is_zero() {
+            return;
+        }
+        let _ = split(size(), &|_| {});
+        std::thread::sleep(spin_time() + Duration::from_millis(20));
+        let start = Instant::now();
+        let mut out = vec![0u32; 40_000];
+        let mut calls = 0;
+        while !for_each_run_if_awake(&mut out, |_, run| run.fill(7)) {
+            assert!(out.iter().all(|&x| x == 0), "declined, yet wrote");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{calls} kernels in a loop never woke the team"
+            );
+            calls += 1;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        assert!(out.iter().all(|&x| x == 7));
     }
 
     #[test]
