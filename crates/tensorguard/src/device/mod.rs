@@ -18,7 +18,7 @@ pub use config::{
     configure_emulated, emulated_config, EmulatedConfig, MAX_EMULATED_CAPACITY,
     MAX_EMULATED_DEVICES,
 };
-pub use cpu::host_gemm_f32;
+pub use cpu::{host_for_each_run, host_gemm_f32, HostSplit};
 pub use cuda::{
     allow_tf32, compile_cuda_kernels, cuda_info, set_allow_tf32, CudaInfo, GpuInfo, KernelBuild,
     CUDA_VERSION,

@@ -4,6 +4,7 @@
 
 use smallvec::SmallVec;
 
+use super::host_split::HostSplit;
 use crate::dtype::Native;
 use crate::shape::Layout;
 
@@ -88,45 +89,45 @@ pub(crate) fn for_each_run<const N: usize>(
     }
 }
 
-/// Runs `f(start, run)` over `out` split over the team ([`split_chunk`]
-/// from `min` elements, or only onto awake helpers from `min /`
-/// [`WARM_SPLIT`]) and returns true; false, having run nothing, when the
-/// kernel stays on the calling thread. Inlined, it is one comparison for
-/// a kernel too small for either.
+/// Runs `f(start, run)` over `out` split over the team when `work`
+/// elements (the kernel's reads and writes, or its outputs) reach `min`, or
+/// only onto awake helpers from `min /` [`WARM_SPLIT`], in runs of whole
+/// `unit`s; returns `out`, having run nothing, when the kernel stays on the
+/// calling thread. Inlined, it is one comparison for a kernel too small
+/// for either.
 #[inline(always)]
-pub(crate) fn split_runs<O: Send>(
-    out: &mut [O],
+pub(crate) fn split_runs<S: HostSplit>(
+    out: S,
+    work: usize,
     min: usize,
-    f: impl Fn(usize, &mut [O]) + Sync,
-) -> bool {
-    out.len() >= (min / WARM_SPLIT).max(2) && split_large(out, min, f)
+    unit: usize,
+    f: impl Fn(usize, S) + Sync,
+) -> Option<S> {
+    if work < (min / WARM_SPLIT).max(2) {
+        return Some(out);
+    }
+    split_large(out, work, min, unit, f)
 }
 
 /// [`split_runs`] once the kernel is large enough to split on an awake
 /// team: out of line, so that small kernels carry none of it.
 #[inline(never)]
-fn split_large<O: Send>(out: &mut [O], min: usize, f: impl Fn(usize, &mut [O]) + Sync) -> bool {
-    if let Some(chunk) = split_chunk(out.len(), min) {
-        super::team::for_each_run_mut(out, chunk, f);
-        return true;
-    }
-    super::team::for_each_run_if_awake(out, f)
-}
-
-/// The chunk size to split `numel` elements over the pool by (about four
-/// chunks a thread, at least half of `min`, a multiple of 64 unless
-/// smaller: a reduction's few outputs may each read a long lane), or `None`
-/// when they stay on the calling thread (fewer than `min`, or one thread).
-pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
+fn split_large<S: HostSplit>(
+    out: S,
+    work: usize,
+    min: usize,
+    unit: usize,
+    f: impl Fn(usize, S) + Sync,
+) -> Option<S> {
     let threads = rayon::current_num_threads();
-    (numel >= min.max(2) && threads > 1).then(|| {
-        let c = (numel / (threads * 4)).max(min / 2).max(1);
-        if c >= 64 {
-            c.next_multiple_of(64)
-        } else {
-            c
-        }
-    })
+    if work >= min.max(2) && threads > 1 {
+        // rayon's chunks, when the team has no helper: about four a thread,
+        // at least half of `min`
+        let chunk = (out.len() / (threads * 4)).max(min / 2).max(1);
+        super::team::for_each_run_mut(out, unit, chunk, f);
+        return None;
+    }
+    super::team::for_each_run_if_awake(out, unit, f)
 }
 
 /// Drive an elementwise kernel over `layouts` (the output first, all with
@@ -135,8 +136,8 @@ pub(crate) fn split_chunk(numel: usize, min: usize) -> Option<usize> {
 /// split from `min` of them ([`PAR_MIN`], [`PAR_HEAVY`], or less for a
 /// reduction whose every output element reads a whole lane), or from
 /// `min /` [`WARM_SPLIT`] when the team is awake, over the spinning team,
-/// one run a thread, or in [`split_chunk`]'s chunks over rayon's pool when
-/// the team is taken (Note [Spinning team]); see [`split_runs`].
+/// one run a thread, or over rayon's pool when the team is taken (Note
+/// [Spinning team]); see [`split_runs`].
 pub(crate) fn drive<O: Send, const N: usize, F>(
     out: &mut [O],
     layouts: [&Layout; N],
@@ -181,13 +182,13 @@ pub(crate) fn drive<O: Send, const N: usize, F>(
     // output is contiguous: split it by memory chunks
     if ol.is_contiguous() {
         let o = &mut out[base[0]..base[0] + numel];
-        let split = split_runs(o, min, |start, oc| {
+        let rest = split_runs(o, numel, min, 64, |start, oc: &mut [O]| {
             let end = start + oc.len();
             for_each_run(&shape, cref, base, start, end, |offs, len, inner| {
                 body(oc, base[0] + start, offs, len, inner)
             });
         });
-        if split {
+        if rest.is_none() {
             return;
         }
     }

@@ -7,6 +7,7 @@ pub(crate) mod custom;
 mod elementwise;
 pub(crate) mod exec;
 mod gemm_direct;
+mod host_split;
 mod index;
 mod iter;
 mod matmul;
@@ -16,6 +17,7 @@ mod vmath;
 
 pub(crate) use custom::Custom;
 pub use gemm_direct::host_gemm_f32;
+pub use host_split::{host_for_each_run, HostSplit};
 pub(crate) use iter::gather_strided;
 
 use crate::device::kernel::{KIn, KOut, Kernel};

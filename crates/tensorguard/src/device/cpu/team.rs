@@ -56,6 +56,8 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
+use super::host_split::HostSplit;
+
 /// A part's closure with its borrow's lifetime erased: valid until the
 /// poster has seen the part done (Note [Spinning team]).
 #[derive(Clone, Copy)]
@@ -244,51 +246,54 @@ pub(crate) fn split(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     true
 }
 
-/// A run of an output and its first index, waiting to be taken by a part.
-type Run<'a, O> = (usize, &'a mut [O]);
-
 /// Runs `f(start, run)` over `out` cut into contiguous runs: one run per
-/// thread of the team (each a multiple of 64 elements but the last), or,
-/// when the team is taken, rayon's chunks of `chunk` elements. `start` is
-/// the run's first index in `out`. For elementwise kernels large enough to
-/// split (the caller decides): on the team they skip rayon's wake-ups
-/// (Note [Spinning team]).
-pub(crate) fn for_each_run_mut<O: Send>(
-    out: &mut [O],
+/// thread of the team (each a multiple of `unit` elements but the last),
+/// or, when the team is taken, the same runs on rayon's pool (and chunks
+/// of `chunk` elements, rounded up to a multiple of `unit`, when the team
+/// has no helper). `start` is the run's first index in `out`. For kernels
+/// large enough to split (the caller decides): on the team they skip
+/// rayon's wake-ups (Note [Spinning team]).
+pub(crate) fn for_each_run_mut<S: HostSplit>(
+    out: S,
+    unit: usize,
     chunk: usize,
-    f: impl Fn(usize, &mut [O]) + Sync,
+    f: impl Fn(usize, S) + Sync,
 ) {
-    if size() > 1 && !out.is_empty() {
-        if on_team(out, &f) {
-            return;
-        }
-        // the team was taken and ran nothing: the same runs on rayon's pool
-        let per = run_len(out.len());
-        out.par_chunks_mut(per)
-            .enumerate()
-            .for_each(|(i, r)| f(i * per, r));
+    if out.len() == 0 {
         return;
     }
-    out.par_chunks_mut(chunk.max(1))
-        .enumerate()
-        .for_each(|(i, r)| f(i * chunk.max(1), r));
+    let runs = if size() > 1 {
+        let per = run_len(out.len(), unit);
+        match on_team(cut(out, per), &f) {
+            None => return,
+            Some(runs) => runs,
+        }
+    } else {
+        let unit = unit.max(1);
+        cut(out, chunk.max(1).next_multiple_of(unit))
+    };
+    runs.into_vec()
+        .into_par_iter()
+        .for_each(|(start, r)| f(start, r));
 }
 
 /// [`for_each_run_mut`] for a kernel too small to be worth waking a
 /// thread: it splits only when every helper is spinning, not parked (as
-/// between the ops of a loop that splits), and the team is free. Returns
-/// false, having run nothing, otherwise: the caller then runs `f(0, out)`
-/// itself. A helper that parks between this check and the post is woken,
+/// between the ops of a loop that splits). Otherwise it returns `out`,
+/// having run nothing, and the caller runs `f(0, out)` itself. If the team
+/// is taken by another caller after all, the runs are run here, one after
+/// the other. A helper that parks between the check and the post is woken,
 /// which only costs time.
 ///
 /// Such kernels in a loop wake a parked team for the ones that follow:
 /// Note [Waking for a loop].
-pub(crate) fn for_each_run_if_awake<O: Send>(
-    out: &mut [O],
-    f: impl Fn(usize, &mut [O]) + Sync,
-) -> bool {
-    if size() < 2 || out.is_empty() {
-        return false;
+pub(crate) fn for_each_run_if_awake<S: HostSplit>(
+    out: S,
+    unit: usize,
+    f: impl Fn(usize, S) + Sync,
+) -> Option<S> {
+    if size() < 2 || out.len() == 0 {
+        return Some(out);
     }
     let team = team();
     let awake = team
@@ -296,7 +301,13 @@ pub(crate) fn for_each_run_if_awake<O: Send>(
         .iter()
         .all(|s| s.thread.get().is_some() && !s.sleeping.load(Ordering::Relaxed));
     if awake {
-        return on_team(out, &f);
+        let per = run_len(out.len(), unit);
+        if let Some(runs) = on_team(cut(out, per), &f) {
+            for (start, r) in runs {
+                f(start, r);
+            }
+        }
+        return None;
     }
     if in_a_loop() {
         for (i, slot) in team.slots.iter().enumerate() {
@@ -307,7 +318,7 @@ pub(crate) fn for_each_run_if_awake<O: Send>(
             }
         }
     }
-    false
+    Some(out)
 }
 
 // Note [Waking for a loop]
@@ -338,26 +349,52 @@ fn in_a_loop() -> bool {
     last != u64::MAX && now.saturating_sub(last) < spin
 }
 
-/// The length of each thread's run of `n` elements.
-fn run_len(n: usize) -> usize {
-    n.div_ceil(size()).next_multiple_of(64).min(n)
+/// The length of each thread's run of `n` elements: a multiple of `unit`
+/// elements (or all of them).
+fn run_len(n: usize, unit: usize) -> usize {
+    let unit = unit.max(1);
+    n.div_ceil(unit)
+        .div_ceil(size())
+        .saturating_mul(unit)
+        .clamp(1, n.max(1))
 }
 
-/// Splits `out` into one run per thread of the team and runs `f` over
-/// them there; false, having run nothing, when the team is taken.
-fn on_team<O: Send>(out: &mut [O], f: &(impl Fn(usize, &mut [O]) + Sync)) -> bool {
-    let per = run_len(out.len());
-    let runs: SmallVec<[Mutex<Option<Run<'_, O>>>; 4]> = out
-        .chunks_mut(per)
-        .enumerate()
-        .map(|(i, r)| Mutex::new(Some((i * per, r))))
-        .collect();
+/// A run: its first index and its piece.
+type Run<S> = (usize, S);
+
+/// Runs waiting to be taken by the parts of a split.
+type Runs<S> = SmallVec<[Run<S>; 4]>;
+
+/// The runs of a split, each taken by the part that runs it.
+type Taken<S> = SmallVec<[Mutex<Option<Run<S>>>; 4]>;
+
+/// `out` cut into runs of `per` elements (the last one shorter).
+fn cut<S: HostSplit>(mut out: S, per: usize) -> Runs<S> {
+    let mut runs = Runs::new();
+    let mut start = 0;
+    while out.len() > per {
+        let (head, tail) = out.split_at(per);
+        runs.push((start, head));
+        start += per;
+        out = tail;
+    }
+    runs.push((start, out));
+    runs
+}
+
+/// Runs `f` over `runs`, one a thread of the team; the runs back, none of
+/// them run, when the team is taken.
+fn on_team<S: HostSplit>(runs: Runs<S>, f: &(impl Fn(usize, S) + Sync)) -> Option<Runs<S>> {
+    let slots: Taken<S> = runs.into_iter().map(|r| Mutex::new(Some(r))).collect();
     let run = |p: usize| {
-        if let Some((start, r)) = runs[p].lock().take() {
+        if let Some((start, r)) = slots[p].lock().take() {
             f(start, r);
         }
     };
-    split(runs.len(), &run)
+    if split(slots.len(), &run) {
+        return None;
+    }
+    Some(slots.into_iter().filter_map(Mutex::into_inner).collect())
 }
 
 /// The parts a [`split`] posted, to the first `n` slots: dropping it waits
@@ -456,8 +493,10 @@ mod tests {
     }
 
     /// [`split`], retried while another test of this process holds the team.
+    /// (Retried for up to 10 seconds: other tests split in a loop.)
     fn split_when_free(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
-        for _ in 0..100_000 {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
             if split(parts, f) {
                 return true;
             }
@@ -492,7 +531,7 @@ mod tests {
     fn runs_cover_the_output_once_each() {
         for n in [0usize, 1, 63, 64, 65, 1000, 100_003] {
             let mut out = vec![0u32; n];
-            for_each_run_mut(&mut out, 100, |start, run| {
+            for_each_run_mut(&mut out[..], 64, 100, |start, run: &mut [u32]| {
                 for (i, x) in run.iter_mut().enumerate() {
                     *x += (start + i) as u32 + 1;
                 }
@@ -519,12 +558,12 @@ mod tests {
             // wakes the helpers (if taken, another test's split woke them)
             let _ = split(size(), &|_| {});
             let mut out = vec![0u32; 40_000];
-            let done = for_each_run_if_awake(&mut out, |start, run| {
+            let done = for_each_run_if_awake(&mut out[..], 64, |start, run: &mut [u32]| {
                 for (i, x) in run.iter_mut().enumerate() {
                     *x += (start + i) as u32 + 1;
                 }
             });
-            if done {
+            if done.is_none() {
                 assert!(out.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
                 ran += 1;
                 if ran == 20 {
@@ -539,7 +578,7 @@ mod tests {
         // parked helpers: declined (unless another test woke them meanwhile)
         std::thread::sleep(spin_time() + Duration::from_millis(20));
         let mut out = vec![0u32; 1000];
-        if !for_each_run_if_awake(&mut out, |_, run| run.fill(1)) {
+        if for_each_run_if_awake(&mut out[..], 64, |_, run: &mut [u32]| run.fill(1)).is_some() {
             assert!(out.iter().all(|&x| x == 0));
         }
     }
@@ -556,7 +595,7 @@ mod tests {
         let start = Instant::now();
         let mut out = vec![0u32; 40_000];
         let mut calls = 0;
-        while !for_each_run_if_awake(&mut out, |_, run| run.fill(7)) {
+        while for_each_run_if_awake(&mut out[..], 64, |_, run: &mut [u32]| run.fill(7)).is_some() {
             assert!(out.iter().all(|&x| x == 0), "declined, yet wrote");
             assert!(
                 start.elapsed() < Duration::from_secs(10),

@@ -121,10 +121,11 @@ pub(crate) fn dense_unary<T: Native>(op: UnaryOp, x: Option<&[T]>, o: &mut [T]) 
         },
         None => None,
     };
-    let split = split_runs(o, PAR_HEAVY, |start, o| {
+    let n = o.len();
+    let rest = split_runs(o, n, PAR_HEAVY, 64, |start, o: &mut [f32]| {
         kernel(x.map(|x| &x[start..start + o.len()]), o)
     });
-    if !split {
+    if let Some(o) = rest {
         kernel(x, o);
     }
     true
