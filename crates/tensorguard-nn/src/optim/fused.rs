@@ -15,6 +15,7 @@
 //! the unfused path: see [`fusable`].
 
 use tensorguard::autograd::{Function, FunctionCtx, HostTensor, HostTensorMut, OutputSpec};
+use tensorguard::device::host_for_each_run;
 use tensorguard::{DType, Device, Error, Result, Tensor};
 
 fn invalid(op: &'static str, message: String) -> Error {
@@ -154,28 +155,33 @@ macro_rules! adam_kernel {
                 let shrink = (1.0 - sc.lr * sc.weight_decay) as $t;
                 let decay = sc.weight_decay != 0.0;
                 let (coupled, decoupled) = (decay && !sc.decoupled, decay && sc.decoupled);
-                // one thread: splitting the update over the pool made it
-                // 5x slower on the shared 2-core machine (docs/bench-train.md)
+                // over tensorguard's spinning team, as its own elementwise
+                // kernels (rayon's pool made it 5x slower on the shared
+                // 2-core machine: docs/bench-train.md); reads 4, writes 3.
+                // `move`: with a closure holding references to the scalars
+                // the loop compiled to much slower code (run on one thread,
+                // the batch-64 MLP step took 1.4 ms against 0.85)
                 let r = off..off + n;
-                let rows = po[r.clone()]
-                    .iter_mut()
-                    .zip(&mut mo[r.clone()])
-                    .zip(&mut vo[r]);
-                for (i, ((po, mo), vo)) in rows.enumerate() {
-                    let mut pv = p[i];
-                    let mut gv = g[i];
-                    if decoupled {
-                        pv *= shrink;
-                    } else if coupled {
-                        gv += pv * wd;
+                let outs = (&mut po[r.clone()], &mut mo[r.clone()], &mut vo[r]);
+                host_for_each_run(outs, 7 * n, 1, move |start, (po, mo, vo)| {
+                    let (p, g, m, v) = (&p[start..], &g[start..], &m[start..], &v[start..]);
+                    let rows = po.iter_mut().zip(mo.iter_mut()).zip(vo.iter_mut());
+                    for (i, ((po, mo), vo)) in rows.enumerate() {
+                        let mut pv = p[i];
+                        let mut gv = g[i];
+                        if decoupled {
+                            pv *= shrink;
+                        } else if coupled {
+                            gv += pv * wd;
+                        }
+                        let mv = m[i] * b1 + gv * ob1;
+                        let vv = v[i] * b2 + gv * gv * ob2;
+                        let denom = vv.sqrt() / bc2 + eps;
+                        *po = pv - mv / denom * step;
+                        *mo = mv;
+                        *vo = vv;
                     }
-                    let mv = m[i] * b1 + gv * ob1;
-                    let vv = v[i] * b2 + gv * gv * ob2;
-                    let denom = vv.sqrt() / bc2 + eps;
-                    *po = pv - mv / denom * step;
-                    *mo = mv;
-                    *vo = vv;
-                }
+                })?;
                 off += n;
             }
             Ok(())
@@ -250,22 +256,28 @@ macro_rules! sgd_kernel {
                 );
                 let n = p.len();
                 let po = &mut po[off..off + n];
+                let nesterov = s.nesterov;
+                // over the team as the Adam update (`move`: see there)
                 match bo.as_deref_mut() {
-                    None => {
+                    None => host_for_each_run(po, 3 * n, 1, move |start, po| {
+                        let (p, g) = (&p[start..], &g[start..]);
                         for (i, po) in po.iter_mut().enumerate() {
                             let d = if decay { g[i] + p[i] * wd } else { g[i] };
                             *po = p[i] - d * lr;
                         }
-                    }
+                    })?,
                     Some(bo) => {
-                        let bo = &mut bo[off..off + n];
-                        for (i, (po, bo)) in po.iter_mut().zip(bo).enumerate() {
-                            let d = if decay { g[i] + p[i] * wd } else { g[i] };
-                            let buf = if fresh { d } else { b[i] * mom + d * damp };
-                            let d = if s.nesterov { d + buf * mom } else { buf };
-                            *po = p[i] - d * lr;
-                            *bo = buf;
-                        }
+                        let outs = (po, &mut bo[off..off + n]);
+                        host_for_each_run(outs, 5 * n, 1, move |start, (po, bo)| {
+                            let (p, g, b) = (&p[start..], &g[start..], &b[start..]);
+                            for (i, (po, bo)) in po.iter_mut().zip(bo).enumerate() {
+                                let d = if decay { g[i] + p[i] * wd } else { g[i] };
+                                let buf = if fresh { d } else { b[i] * mom + d * damp };
+                                let d = if nesterov { d + buf * mom } else { buf };
+                                *po = p[i] - d * lr;
+                                *bo = buf;
+                            }
+                        })?
                     }
                 }
                 off += n;

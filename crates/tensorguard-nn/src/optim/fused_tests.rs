@@ -13,7 +13,9 @@ type Named = Vec<(String, Tensor)>;
 
 fn params(dtype64: bool) -> Result<(Named, Named)> {
     tensorguard::manual_seed(7);
-    let shapes: [&[usize]; 3] = [&[5, 3], &[3], &[2, 2, 2]];
+    // the last one large enough for the fused kernels to split over the
+    // cpu's helper team (`host_for_each_run`: 2^18 elements of work)
+    let shapes: [&[usize]; 4] = [&[5, 3], &[3], &[2, 2, 2], &[300, 200]];
     let mut a = Vec::new();
     let mut b = Vec::new();
     for (k, s) in shapes.iter().enumerate() {
