@@ -47,7 +47,7 @@ fn add_typed<T: Real>(
         for (o, &v) in o.iter_mut().zip(&y[p * l..][..l]) {
             *o = v + bias;
         }
-    });
+    })?;
     Ok(())
 }
 

@@ -198,7 +198,7 @@ fn im2col_typed<T: Real>(g: &Geom, out: &mut HostTensorMut<'_>, x: &HostTensor<'
     let out = out.contiguous_mut::<T>()?;
     for_each_chunk(out, per, out.len() + x.len(), |p, o| {
         im2col_plane(g, &x[p * plane..][..plane], o)
-    });
+    })?;
     Ok(())
 }
 
@@ -209,7 +209,7 @@ fn col2im_typed<T: Real>(g: &Geom, out: &mut HostTensorMut<'_>, c: &HostTensor<'
     let out = out.contiguous_mut::<T>()?;
     for_each_chunk(out, plane, out.len() + cols.len(), |p, o| {
         col2im_plane(g, &cols[p * per..][..per], o)
-    });
+    })?;
     Ok(())
 }
 

@@ -120,7 +120,7 @@ fn forward_typed<T: Real>(
             let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / c as f64;
             (1.0 - eps) * nll + eps * (lse - mean)
         };
-    });
+    })?;
     let out = out.contiguous_mut::<T>()?;
     // summed in row order, so the result does not depend on the threads
     let total: f64 = rows.iter().sum();
@@ -172,7 +172,7 @@ fn backward_typed<T: Real>(
             let hot = if j as i64 == t { 1.0 - eps } else { 0.0 };
             *o = T::from_f64(s * (p - hot - off));
         }
-    });
+    })?;
     Ok(())
 }
 

@@ -1,15 +1,11 @@
 //! What the host kernels of the convolution, pooling and loss ops share:
-//! the element types they compute in, the split of work over the rayon
-//! pool, the check of a kernel's operand count and the errors of their
+//! the element types they compute in, the split of work over
+//! tensorguard's helper team, the check of a kernel's operand count and the errors of their
 //! argument checks.
 
-use rayon::prelude::*;
 use tensorguard::autograd::{HostElement, HostTensor};
+use tensorguard::device::host_for_each_run;
 use tensorguard::{DType, Error, Result, Tensor};
-
-/// Below this many elements of work, a kernel runs on its own thread:
-/// waking the pool would cost more than it saves.
-const PAR_WORK: usize = 1 << 15;
 
 /// The float element types the kernels compute in: f32 and f64, and the
 /// 16-bit floats of autocast (converted to f64 where a kernel reduces).
@@ -79,24 +75,30 @@ macro_rules! real_half {
 real_half!(half::f16, half::bf16);
 
 /// Run `f(index, chunk)` on each `chunk`-sized piece of `out` (the last
-/// may be shorter), in parallel when the whole is worth it. `work` is the
-/// number of elements of work the call does in all (reads and writes).
+/// may be shorter), in parallel when the whole is worth it: over
+/// tensorguard's team of spinning helper threads
+/// ([`tensorguard::device::host_for_each_run`], from `work` elements of
+/// reads and writes: 2^18, or 2^15 while the team is awake), each thread a
+/// run of whole chunks.
 pub(crate) fn for_each_chunk<T: Send>(
     out: &mut [T],
     chunk: usize,
     work: usize,
     f: impl Fn(usize, &mut [T]) + Send + Sync,
-) {
+) -> Result<()> {
     if chunk == 0 || out.is_empty() {
-        return;
+        return Ok(());
     }
-    if work < PAR_WORK || out.len() <= chunk {
-        out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
-    } else {
-        out.par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(i, c)| f(i, c));
+    let runs = |start: usize, run: &mut [T]| {
+        for (k, c) in run.chunks_mut(chunk).enumerate() {
+            f(start / chunk + k, c);
+        }
+    };
+    if out.len() <= chunk {
+        runs(0, out);
+        return Ok(());
     }
+    host_for_each_run(out, work, chunk, runs)
 }
 
 /// An `InvalidArgument` error of `op`.

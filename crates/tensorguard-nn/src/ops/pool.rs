@@ -103,7 +103,7 @@ fn forward_typed<T: Real>(g: &Geom, out: &mut HostTensorMut<'_>, x: &HostTensor<
         for (oy, row) in o.chunks_exact_mut(g.ow).enumerate() {
             g.row_max(x, oy, row);
         }
-    });
+    })?;
     Ok(())
 }
 
@@ -126,7 +126,7 @@ fn backward_typed<T: Real>(
                 o[at] += gv;
             }
         }
-    });
+    })?;
     Ok(())
 }
 
