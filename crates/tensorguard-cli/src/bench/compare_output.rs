@@ -79,9 +79,11 @@ fn notes(report: &CompareReport) -> Vec<String> {
         v.push("--quick: a smoke run (one round, milliseconds per workload, small limit measurements); its figures are not worth comparing.".into());
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    // only the load before the run says what else ran: the run's own
+    // threads raise the load at its end
     if let (Some(a), Some(b)) = report.load {
-        if a.max(b) > 0.5 * cores {
-            v.push(format!("the machine was busy: load average {a:.1} at the start and {b:.1} at the end on {cores} cores (other builds running); the figures are noisy."));
+        if a > 0.5 * cores {
+            v.push(format!("the machine was busy: load average {a:.1} before the run on {cores} cores ({b:.1} at its end, with the run's own threads); the figures are noisy."));
         }
     }
     for (i, fw) in report.frameworks.iter().enumerate() {
