@@ -94,10 +94,6 @@ pub(crate) fn for_each_chunk<T: Send>(
             f(start / chunk + k, c);
         }
     };
-    if out.len() <= chunk {
-        runs(0, out);
-        return Ok(());
-    }
     host_for_each_run(out, work, chunk, runs)
 }
 

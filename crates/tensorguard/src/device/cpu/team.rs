@@ -88,6 +88,23 @@ unsafe impl Sync for Slot {}
 // that protocol, by one thread at a time.
 unsafe impl Send for Slot {}
 
+impl Slot {
+    /// Whether its helper runs and spins (not parked, not yet started).
+    fn is_awake(&self) -> bool {
+        self.thread.get().is_some() && !self.sleeping.load(Ordering::Relaxed)
+    }
+
+    /// Unparks its helper if it parked (or is about to: the protocol of
+    /// Note [Spinning team]).
+    fn wake_if_parked(&self) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
 struct Team {
     busy: AtomicBool,
     slots: Box<[Slot]>,
@@ -229,11 +246,7 @@ pub(crate) fn split(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
         unsafe { *slot.job.get() = Some(Job { f: erased, part: p }) };
         slot.seq.fetch_add(1, Ordering::SeqCst);
         posted.n = p;
-        if slot.sleeping.load(Ordering::SeqCst) {
-            if let Some(t) = slot.thread.get() {
-                t.unpark();
-            }
-        }
+        slot.wake_if_parked();
     }
     f(0);
     drop(posted);
@@ -296,11 +309,7 @@ pub(crate) fn for_each_run_if_awake<S: HostSplit>(
         return Some(out);
     }
     let team = team();
-    let awake = team
-        .slots
-        .iter()
-        .all(|s| s.thread.get().is_some() && !s.sleeping.load(Ordering::Relaxed));
-    if awake {
+    if team.slots.iter().all(Slot::is_awake) {
         let per = run_len(out.len(), unit);
         if let Some(runs) = on_team(cut(out, per), &f) {
             for (start, r) in runs {
@@ -311,10 +320,8 @@ pub(crate) fn for_each_run_if_awake<S: HostSplit>(
     }
     if in_a_loop() {
         for (i, slot) in team.slots.iter().enumerate() {
-            if started(slot, i + 1) && slot.sleeping.load(Ordering::SeqCst) {
-                if let Some(t) = slot.thread.get() {
-                    t.unpark();
-                }
+            if started(slot, i + 1) {
+                slot.wake_if_parked();
             }
         }
     }
@@ -383,8 +390,15 @@ fn cut<S: HostSplit>(mut out: S, per: usize) -> Runs<S> {
 }
 
 /// Runs `f` over `runs`, one a thread of the team; the runs back, none of
-/// them run, when the team is taken.
-fn on_team<S: HostSplit>(runs: Runs<S>, f: &(impl Fn(usize, S) + Sync)) -> Option<Runs<S>> {
+/// them run, when the team is taken. A single run (data no longer than one
+/// run's unit) is run here, without the team.
+fn on_team<S: HostSplit>(mut runs: Runs<S>, f: &(impl Fn(usize, S) + Sync)) -> Option<Runs<S>> {
+    if runs.len() == 1 {
+        if let Some((start, r)) = runs.pop() {
+            f(start, r);
+        }
+        return None;
+    }
     let slots: Taken<S> = runs.into_iter().map(|r| Mutex::new(Some(r))).collect();
     let run = |p: usize| {
         if let Some((start, r)) = slots[p].lock().take() {
