@@ -22,7 +22,7 @@ pub trait HostSplit: sealed::Sealed + Send + Sized {
         self.len() == 0
     }
     /// The length of every slice, in order.
-    fn lengths(&self) -> Vec<usize>;
+    fn lengths(&self) -> impl Iterator<Item = usize> + '_;
     /// The first `mid` elements (of every slice) and the rest.
     ///
     /// # Panics
@@ -37,8 +37,8 @@ impl<T: Send> HostSplit for &mut [T] {
     fn len(&self) -> usize {
         <[T]>::len(self)
     }
-    fn lengths(&self) -> Vec<usize> {
-        vec![<[T]>::len(self)]
+    fn lengths(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(<[T]>::len(self))
     }
     fn split_at(self, mid: usize) -> (Self, Self) {
         self.split_at_mut(mid)
@@ -46,17 +46,18 @@ impl<T: Send> HostSplit for &mut [T] {
 }
 
 macro_rules! tuple_split {
-    ($($s:ident $i:tt),+) => {
+    ($s0:ident $i0:tt $(, $s:ident $i:tt)+) => {
+        tuple_split!(@impl $s0 $i0 $(, $s $i)+; $s0 $i0 $(, $s $i)+);
+    };
+    (@impl $($s:ident $i:tt),+; $f:ident $fi:tt $(, $r:ident $ri:tt)+) => {
         impl<$($s: HostSplit),+> sealed::Sealed for ($($s,)+) {}
 
         impl<$($s: HostSplit),+> HostSplit for ($($s,)+) {
             fn len(&self) -> usize {
                 self.0.len()
             }
-            fn lengths(&self) -> Vec<usize> {
-                let mut v = Vec::new();
-                $(v.extend(self.$i.lengths());)+
-                v
+            fn lengths(&self) -> impl Iterator<Item = usize> + '_ {
+                self.$fi.lengths()$(.chain(self.$ri.lengths()))+
             }
             fn split_at(self, mid: usize) -> (Self, Self) {
                 let halves = ($(self.$i.split_at(mid),)+);
@@ -107,8 +108,9 @@ pub fn host_for_each_run<S: HostSplit>(
     unit: usize,
     f: impl Fn(usize, S) + Sync,
 ) -> Result<()> {
-    let lengths = data.lengths();
-    if lengths.windows(2).any(|w| w[0] != w[1]) {
+    // (no allocation unless they differ: this runs on every call)
+    if data.lengths().any(|n| n != data.len()) {
+        let lengths: Vec<usize> = data.lengths().collect();
         return Err(Error::invalid(
             "host_for_each_run",
             format!("the slices have {lengths:?} elements; a split cuts them all at the same element, so they must be equally long. Pass slices of one length."),
