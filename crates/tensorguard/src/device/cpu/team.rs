@@ -266,6 +266,7 @@ pub(crate) fn split(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
 /// has no helper). `start` is the run's first index in `out`. For kernels
 /// large enough to split (the caller decides): on the team they skip
 /// rayon's wake-ups (Note [Spinning team]).
+#[inline(never)]
 pub(crate) fn for_each_run_mut<S: HostSplit>(
     out: S,
     unit: usize,
@@ -300,6 +301,7 @@ pub(crate) fn for_each_run_mut<S: HostSplit>(
 ///
 /// Such kernels in a loop wake a parked team for the ones that follow:
 /// Note [Waking for a loop].
+#[inline(never)]
 pub(crate) fn for_each_run_if_awake<S: HostSplit>(
     out: S,
     unit: usize,
