@@ -126,10 +126,12 @@ pub(crate) struct HostCopy<'a> {
     pub site: &'static Location<'static>,
 }
 
-/// Note a host → device copy; warns or fails (per the policy) when the same
-/// unchanged data went to the same device `threshold` times.
-pub(crate) fn check_repeat(c: HostCopy) -> Result<()> {
-    let policy = repeat_policy();
+/// Note a host → device copy; warns or fails (per `policy`, the
+/// [`repeat_policy`] the caller read) when the same unchanged data went to
+/// the same device `threshold` times. Only [`RepeatPolicy::Error`] fails:
+/// a caller that read another policy may note the copy after queueing it
+/// (Note [Bookkeeping in the copy's shadow] in `ops/transfer.rs`).
+pub(crate) fn check_repeat(c: HostCopy, policy: RepeatPolicy) -> Result<()> {
     if policy == RepeatPolicy::Off {
         return Ok(());
     }

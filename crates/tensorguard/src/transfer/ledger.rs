@@ -78,9 +78,21 @@ pub(crate) struct Accounting {
     pub prof: Option<crate::hooks::TransferRange>,
 }
 
-/// Start the bookkeeping of a copy named `op` of `bytes` from `src` to
-/// `dst` made at `site`: count it in the ledger (no row with the ledger
-/// off) and open its profiler range.
+impl Accounting {
+    /// Count the copy of `bytes` in its row (nothing with the ledger off).
+    /// Called once per copy, once it is queued: Note [Bookkeeping in the
+    /// copy's shadow] in `ops/transfer.rs`.
+    pub(crate) fn count(&self, bytes: usize) {
+        if let Some(cell) = self.cell {
+            cell.tally.add(bytes);
+        }
+    }
+}
+
+/// Start the bookkeeping of a copy named `op` from `src` to `dst` made at
+/// `site`: find its ledger row (none with the ledger off) and open its
+/// profiler range for `bytes`. The copy is counted by
+/// [`Accounting::count`].
 pub(crate) fn account(
     op: &'static str,
     src: Device,
@@ -99,13 +111,11 @@ pub(crate) fn account(
             pinned,
             blocking,
         };
-        let cell = rows::row(&LEDGER, &RECENT, key, || SiteCell {
+        rows::row(&LEDGER, &RECENT, key, || SiteCell {
             site,
             tally: Tally::default(),
             nanos: Padded(AtomicU64::new(0)),
-        });
-        cell.tally.add(bytes);
-        cell
+        })
     });
     Accounting {
         cell,

@@ -53,7 +53,7 @@ pub(crate) use detector::{check_repeat, CopyHistory, HostCopy};
 pub use detector::{repeat_policy, set_repeat_policy, set_repeat_threshold, RepeatPolicy};
 pub(crate) use ledger::{account, SiteCell};
 pub use ledger::{report, report_top, reset, stats, stats_for};
-pub(crate) use sync::{note_host_wait, sync_scope};
+pub(crate) use sync::{note_host_wait, open_sync_scope, sync_scope, SyncScope};
 pub use sync::{
     set_sync_debug_mode, sync_debug_mode, sync_report, sync_report_top, sync_stats, sync_stats_for,
     SyncDebugMode, SyncStats,

@@ -185,20 +185,40 @@ fn waited_total() -> u64 {
     WAITED.try_with(Cell::get).unwrap_or(0)
 }
 
-/// An open synchronisation: created before the host waits, it adds the
-/// time the host waited while it lived to its row when dropped (and warns,
-/// in `Warn` mode, the first time at its row).
+/// An open synchronisation: created before the host waits, it counts
+/// itself in its row ([`SyncScope::count`], or when dropped at the latest)
+/// and adds the time the host waited while it lived to the row when
+/// dropped (and warns, in `Warn` mode, the first time at its row).
 pub(crate) struct SyncScope {
-    cell: &'static SyncCell,
+    key: Key,
+    site: &'static Location<'static>,
+    /// The row, once counted.
+    cell: Option<&'static SyncCell>,
     /// The thread's wait total when the scope opened.
     waited_before: u64,
     warn: bool,
 }
 
-/// Note that `op` at `site` is about to make the host wait for `device`.
-/// `Ok(None)` when nothing is counted (a cpu device, or the ledger off with
-/// the debug mode off); [`Error::SyncDisallowed`] in `Error` mode.
+/// Note that `op` at `site` is about to make the host wait for `device`,
+/// counted at once. `Ok(None)` when nothing is counted (a cpu device, or
+/// the ledger off with the debug mode off); [`Error::SyncDisallowed`] in
+/// `Error` mode.
 pub(crate) fn sync_scope(
+    op: &'static str,
+    device: Device,
+    site: &'static Location<'static>,
+) -> Result<Option<SyncScope>> {
+    let mut scope = open_sync_scope(op, device, site)?;
+    if let Some(s) = &mut scope {
+        s.count();
+    }
+    Ok(scope)
+}
+
+/// [`sync_scope`] whose count waits for [`SyncScope::count`] (or its
+/// drop): a copy counts itself once queued, in the shadow of the device's
+/// work (Note [Bookkeeping in the copy's shadow] in `ops/transfer.rs`).
+pub(crate) fn open_sync_scope(
     op: &'static str,
     device: Device,
     site: &'static Location<'static>,
@@ -218,32 +238,52 @@ pub(crate) fn sync_scope(
         SyncDebugMode::Off if !super::enabled() => return Ok(None),
         _ => {}
     }
-    let key = Key {
-        site_addr: std::ptr::from_ref(site) as usize,
-        op,
-        device,
-    };
-    let cell = rows::row(&ROWS, &RECENT, key, || SyncCell {
-        site,
-        op,
-        device,
-        syncs: AtomicU64::new(0),
-        nanos: AtomicU64::new(0),
-        warned: AtomicBool::new(false),
-    });
-    cell.syncs.fetch_add(1, Ordering::Relaxed);
     Ok(Some(SyncScope {
-        cell,
+        key: Key {
+            site_addr: std::ptr::from_ref(site) as usize,
+            op,
+            device,
+        },
+        site,
+        cell: None,
         waited_before: waited_total(),
         warn: mode == SyncDebugMode::Warn,
     }))
+}
+
+impl SyncScope {
+    /// Count this synchronisation in its row (once; later calls do
+    /// nothing).
+    pub(crate) fn count(&mut self) {
+        self.row();
+    }
+
+    /// The row, counted in on the first call.
+    fn row(&mut self) -> &'static SyncCell {
+        if let Some(cell) = self.cell {
+            return cell;
+        }
+        let Key { op, device, .. } = self.key;
+        let site = self.site;
+        let cell = rows::row(&ROWS, &RECENT, self.key, || SyncCell {
+            site,
+            op,
+            device,
+            syncs: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+        });
+        cell.syncs.fetch_add(1, Ordering::Relaxed);
+        self.cell = Some(cell);
+        cell
+    }
 }
 
 impl Drop for SyncScope {
     fn drop(&mut self) {
         let nanos = waited_total().saturating_sub(self.waited_before);
         let waited = Duration::from_nanos(nanos);
-        let c = self.cell;
+        let c = self.row();
         c.nanos.fetch_add(nanos, Ordering::Relaxed);
         if self.warn && !c.warned.swap(true, Ordering::Relaxed) {
             let n = c.syncs.load(Ordering::Relaxed);
