@@ -378,7 +378,7 @@ fn move_bytes(
     dst: &Tensor,
     src: &Tensor,
     route: &Route,
-    mut sync: Option<&mut SyncScope>,
+    sync: Option<&mut SyncScope>,
     op: &'static str,
     site: &'static Location<'static>,
 ) -> Result<()> {
@@ -419,7 +419,7 @@ fn move_bytes(
     let counted = &acct;
     let shadow = move || {
         counted.count(bytes);
-        if let Some(s) = sync.as_deref_mut() {
+        if let Some(s) = sync {
             s.count();
         }
         // `policy` is not `Error` here: this cannot fail
