@@ -69,7 +69,11 @@ fn autocast_as(state: Option<DType>) -> Result<AutocastGuard> {
 /// `f` captures (parameters), as without checkpointing. `f` runs twice, so
 /// it must compute the same thing both times: the default generator is put
 /// back where the forward found it before the recomputation (a dropout
-/// mask is the same), and the autocast state of the forward is used again.
+/// mask is the same) and where backward found it after, and the autocast
+/// state of the forward is used again. An `f` whose forward drew nothing
+/// leaves the generator alone in backward. (As in PyTorch, the generator is
+/// the process's: another thread drawing from it while a backward
+/// recomputes an `f` that draws changes what either gets.)
 /// Tensors that `f` captures and that require grad should be leaves
 /// (parameters); pass intermediate results as inputs instead.
 ///
@@ -108,6 +112,9 @@ where
         let read = PROBE.with(|p| p.get()) == Some(true);
         (out, read || inputs.iter().any(|t| t.is_requires_grad()))
     };
+    // the generator is the process's: a recomputation of an `f` that drew
+    // nothing leaves it alone (another thread may be drawing from it)
+    let rng = (default_generator().state() != rng).then_some(rng);
     // a fresh handle: `f` may have returned one of its inputs
     let out = out.detach();
     if !needs_grad || !out.dtype().is_float() {
@@ -135,8 +142,11 @@ where
             })
             .collect::<Result<Vec<Tensor>>>()?;
         let recomputed = {
-            let _rng = RngRestore(default_generator().state());
-            default_generator().set_state(&rng);
+            let _rng = rng.as_ref().map(|rng| {
+                let now = RngRestore(default_generator().state());
+                default_generator().set_state(rng);
+                now
+            });
             let _grad = super::set_grad_enabled(true);
             let _amp = autocast_as(amp)?;
             f(&leaves)?
