@@ -192,6 +192,8 @@ def transfer_section():
     print(f"  {'benchmark':<36} {'median':>11}  ratio")
     for name, s, note in rows:
         print(f"  {name:<36} {fmt_time(s):>11}  {note}")
+    print("  (the blocking ledger pair is two timings and drifts on a shared machine; "
+          "`cargo run --release -p tensorguard --example ledger_cost` gives the median of paired rounds)")
 
 
 def main():

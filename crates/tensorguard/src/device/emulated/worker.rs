@@ -94,9 +94,10 @@ fn spin_until(mut done: impl FnMut() -> bool) -> (Instant, Option<Instant>) {
 // the worker stores `completed` (and, first, under the lock, any fault
 // with `faulted` set), and a waiter that saw its position done reads
 // `faulted` to learn whether there is a fault to take. Taking the lock
-// there cost a blocking 1 KiB copy about 40 ns, most of it waiting for the
-// worker, which had just stored `completed` under that lock and relocked it
-// to look for work. Only a waiter that stops spinning sleeps on `done`: it
+// there mostly meant waiting for the worker, which had just stored
+// `completed` under that lock and relocked it to look for work: without
+// it a blocking 1 KiB copy to emu went from about 1.38 to 1.15 us
+// (`benches/transfer.rs`, transfer_ledger/h2d_1KiB_off). Only a waiter that stops spinning sleeps on `done`: it
 // takes the lock, counts itself in `sleepers` and looks at `completed` once
 // more before sleeping; the worker stores `completed` and then reads
 // `sleepers`, both sequentially consistent, so one of the two sees the
@@ -161,14 +162,9 @@ impl Worker {
         self.state.lock().submitted
     }
 
-    /// Block until position `seq` completed, without taking a fault.
-    fn wait_quiet(&self, seq: u64) {
-        self.block_until(seq);
-    }
-
     /// Block until position `seq` completed; return (and clear) a fault.
     pub(crate) fn wait(&self, seq: u64) -> Result<()> {
-        self.block_until(seq);
+        self.wait_quiet(seq);
         // the fault of a position at or before `seq` was stored before the
         // position counted as completed: Note [Completion without the lock]
         if !self.faulted.load(Ordering::Acquire) {
@@ -182,10 +178,11 @@ impl Worker {
         }
     }
 
-    /// Spin, then sleep, until position `seq` completed. The time waited
-    /// goes to the sync ledger from the spin's own clock readings (Note
-    /// [Wait time from the wait] in `transfer/sync.rs`).
-    fn block_until(&self, seq: u64) {
+    /// Spin, then sleep, until position `seq` completed, without taking a
+    /// fault. The time waited goes to the sync ledger from the spin's own
+    /// clock readings (Note [Wait time from the wait] in
+    /// `transfer/sync.rs`).
+    fn wait_quiet(&self, seq: u64) {
         let (start, seen) = spin_until(|| self.completed() >= seq);
         if seen.is_none() {
             let mut st = self.state.lock();
