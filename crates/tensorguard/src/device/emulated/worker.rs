@@ -97,9 +97,9 @@ fn spin_until(mut done: impl FnMut() -> bool) -> (Instant, Option<Instant>) {
 // there mostly meant waiting for the worker, which had just stored
 // `completed` under that lock and relocked it to look for work: without
 // it a blocking 1 KiB copy to emu went from about 1.38 to 1.15 us
-// (`benches/transfer.rs`, transfer_ledger/h2d_1KiB_off). Only a waiter that stops spinning sleeps on `done`: it
-// takes the lock, counts itself in `sleepers` and looks at `completed` once
-// more before sleeping; the worker stores `completed` and then reads
+// (`benches/transfer.rs`, transfer_ledger/h2d_1KiB_off). Only a waiter
+// that stops spinning sleeps on `done`: it takes the lock, counts itself
+// in `sleepers` and looks at `completed` once more before sleeping; the worker stores `completed` and then reads
 // `sleepers`, both sequentially consistent, so one of the two sees the
 // other's write, and a worker that sees a sleeper notifies under the lock,
 // which the sleeper holds until it is parked.
