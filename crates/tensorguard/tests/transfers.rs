@@ -307,6 +307,33 @@ fn the_ledger_counts_each_kind_of_copy() -> Result<()> {
     Ok(())
 }
 
+/// A blocking copy's time is read by the stream after the copy counts as
+/// completed (Note [Copy time after completion]); whoever reads the ledger
+/// right after the copy returned still sees it.
+#[test]
+fn a_blocking_copy_time_is_in_the_ledger_when_it_returns() -> Result<()> {
+    setup();
+    let dev = Device::Emulated(12);
+    let src = Tensor::ones([256], DType::F32, &Device::Cpu)?;
+    let dst = Tensor::zeros([256], DType::F32, &dev)?;
+    let mut last = transfer::stats_for(&dev).host_to_device.total;
+    for i in 0..200 {
+        dst.copy_(&src)?;
+        let now = transfer::stats_for(&dev).host_to_device.total;
+        assert_eq!(now.copies, last.copies + 1, "copy {i}");
+        assert!(
+            now.time > last.time,
+            "copy {i}: the ledger's time stayed at {:?} after a blocking copy returned",
+            now.time
+        );
+        last = now;
+    }
+    drop(dst);
+    device::synchronize(&dev)?;
+    assert_no_live_memory(&dev);
+    Ok(())
+}
+
 #[test]
 fn repeated_copies_of_unchanged_data_warn_once_per_call_site() -> Result<()> {
     setup();

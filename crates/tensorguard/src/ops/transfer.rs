@@ -371,7 +371,8 @@ pub(crate) fn read_to_host(
 // nor the detector (the sync ledger still counts a host that waited). With
 // Note [Storage's cache lines], the ledger's cost on a blocking 1 KiB copy
 // to emu went from 12-16% to 6-7% (`cargo run --release -p tensorguard
-// --example ledger_cost`).
+// --example ledger_cost`); Note [Copy time after completion] in
+// `device/copy.rs` takes the rest below 5%.
 
 /// Steps 1 to 3 of [`transfer_into`], once the direction, the device doing
 /// the work and whether to block are known. `sync` is the host's

@@ -43,6 +43,11 @@ pub(crate) struct SiteCell {
 #[repr(align(128))]
 struct Padded(AtomicU64);
 
+/// Copies that ran but whose time is not yet in their row: Note [Copy time
+/// after completion] in `device/copy.rs`. Written by stream workers only;
+/// read when the ledger is read.
+static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
+
 impl SiteCell {
     /// Add the time one copy took.
     pub(crate) fn add_time(&self, d: Duration) {
@@ -50,6 +55,18 @@ impl SiteCell {
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+    }
+
+    /// A copy ran whose time [`pay_time`](Self::pay_time) adds later; called
+    /// before the copy counts as completed.
+    pub(crate) fn owe_time(&self) {
+        UNSTAMPED.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Add the time of a copy announced by [`owe_time`](Self::owe_time).
+    pub(crate) fn pay_time(&self, d: Duration) {
+        self.add_time(d);
+        UNSTAMPED.fetch_sub(1, Ordering::Release);
     }
 
     fn counts(&self) -> CopyCounts {
@@ -123,7 +140,20 @@ pub(crate) fn account(
     }
 }
 
+/// Wait until every copy seen completed has its time in its row (Note [Copy
+/// time after completion] in `device/copy.rs`). A stream worker settles
+/// right after it published completion, so this waits a few hundred
+/// nanoseconds at most; the bound only guards against a worker descheduled
+/// in between for that long (its time then shows up at the next read).
+fn settle() {
+    let deadline = std::time::Instant::now() + Duration::from_millis(50);
+    while UNSTAMPED.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+}
+
 fn collect(filter: impl Fn(&Key) -> bool) -> TransferStats {
+    settle();
     let mut s = TransferStats::default();
     for (k, cell) in LEDGER.lock().iter().filter(|(k, _)| filter(k)) {
         s.direction_mut(k.dir)
@@ -153,6 +183,7 @@ pub fn stats_for(device: &Device) -> TransferStats {
 /// warned about. (Each live host tensor still
 /// remembers the version it was last copied at.)
 pub fn reset() {
+    settle();
     for cell in LEDGER.lock().values() {
         cell.tally.clear();
         cell.nanos.0.store(0, Ordering::Relaxed);
@@ -188,6 +219,7 @@ pub fn report() -> String {
 
 /// [`report`] with at most `rows` call sites.
 pub fn report_top(rows: usize) -> String {
+    settle();
     let mut merged: Vec<Row> = Vec::new();
     for (k, cell) in LEDGER.lock().iter() {
         let c = cell.counts();
@@ -308,4 +340,37 @@ pub(super) fn shorten(s: &str, width: usize) -> String {
     }
     let tail: String = s.chars().skip(n - (width - 1)).collect();
     format!("…{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Note [Copy time after completion]: a reader waits for a time owed by
+    /// a copy that already counts as completed.
+    #[test]
+    fn a_reader_waits_for_an_owed_copy_time() {
+        let dev = Device::Emulated(crate::device::MAX_EMULATED_DEVICES - 1);
+        let acc = account(
+            "copy_",
+            Device::Cpu,
+            dev,
+            8,
+            false,
+            true,
+            Location::caller(),
+        );
+        let Some(cell) = acc.cell else {
+            panic!("the ledger is on unless a test turns it off");
+        };
+        acc.count(8);
+        cell.owe_time();
+        let payer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            cell.pay_time(Duration::from_micros(7));
+        });
+        let s = stats_for(&dev).host_to_device.total;
+        assert_eq!((s.copies, s.time), (1, Duration::from_micros(7)));
+        assert!(payer.join().is_ok());
+    }
 }

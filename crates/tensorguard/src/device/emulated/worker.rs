@@ -282,6 +282,9 @@ impl Worker {
                 let _st = self.state.lock();
                 self.done.notify_all();
             }
+            // a copy's end, read once it counts as completed: Note [Copy
+            // time after completion]
+            clock.settle();
         }
     }
 
