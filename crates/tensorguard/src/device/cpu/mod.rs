@@ -6,6 +6,8 @@ mod copy;
 pub(crate) mod custom;
 mod elementwise;
 pub(crate) mod exec;
+#[cfg(target_arch = "x86_64")]
+mod exp512;
 mod gemm_direct;
 mod host_split;
 mod index;

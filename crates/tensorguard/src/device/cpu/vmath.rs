@@ -74,18 +74,53 @@ fn map_dense(x: Option<&[f32]>, o: &mut [f32], f: impl Fn(f32) -> f32) {
 }
 
 widest_vectors! {
-    /// `e^x` by [`exp_f32_fused`] over dense slices (see [`map_dense`]).
-    fn exp_slice(x: Option<&[f32]>, o: &mut [f32]) {
-        map_dense(x, o, exp_f32_fused)
+    /// `e^(x - shift)` by [`exp_f32_fused`] over dense slices (see
+    /// [`map_dense`]), where the compiler vectorises it.
+    fn exp_shifted_auto(x: Option<&[f32]>, o: &mut [f32], shift: f32) {
+        if shift == 0.0 {
+            map_dense(x, o, exp_f32_fused)
+        } else {
+            map_dense(x, o, |v| exp_f32_fused(v - shift))
+        }
     }
+}
+
+/// `e^(x - shift)` by [`exp_f32_fused`]'s formula over dense slices (see
+/// [`map_dense`]), in AVX-512 intrinsics where the cpu has them (Note [Exp
+/// in AVX-512]).
+pub(crate) fn exp_shifted(x: Option<&[f32]>, o: &mut [f32], shift: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: this cpu has AVX-512F (detected just above), the only
+        // requirement of `exp_shifted`.
+        return unsafe { super::exp512::exp_shifted(x, o, shift) };
+    }
+    exp_shifted_auto(x, o, shift)
+}
+
+/// `e^x` over dense slices: [`exp_shifted`] by nothing.
+fn exp_slice(x: Option<&[f32]>, o: &mut [f32]) {
+    exp_shifted(x, o, 0.0)
 }
 
 widest_vectors! {
     /// `1 / (1 + e^-x)` by [`exp_f32_fused`] over dense slices (see
-    /// [`map_dense`]).
-    fn sigmoid_slice(x: Option<&[f32]>, o: &mut [f32]) {
+    /// [`map_dense`]), where the compiler vectorises it.
+    fn sigmoid_slice_auto(x: Option<&[f32]>, o: &mut [f32]) {
         map_dense(x, o, |v| 1.0 / (1.0 + exp_f32_fused(-v)))
     }
+}
+
+/// `1 / (1 + e^-x)` over dense slices, in AVX-512 intrinsics where the cpu
+/// has them (Note [Exp in AVX-512]).
+fn sigmoid_slice(x: Option<&[f32]>, o: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: this cpu has AVX-512F (detected just above), the only
+        // requirement of `sigmoid`.
+        return unsafe { super::exp512::sigmoid(x, o) };
+    }
+    sigmoid_slice_auto(x, o)
 }
 
 /// `xs` as f32 when `T` is f32 (the vector kernels are f32's; other
@@ -164,6 +199,31 @@ pub(crate) fn exp_f32_fused(x: f32) -> f32 {
     exp_core::<true>(x)
 }
 
+/// The constants of [`exp_core`] (and of the AVX-512 `exp`, which must
+/// give its bits: Note [Exp in AVX-512] in `exp512.rs`).
+pub(super) mod exp_consts {
+    pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// `ln 2` in two parts, so that `n * LN2_HI` is exact.
+    pub(crate) const LN2_HI: f32 = 0.693_359_4;
+    pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
+    /// 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
+    /// (ties to even) for |v| < 2^22, in the default rounding mode.
+    pub(crate) const ROUND: f32 = 12_582_912.0;
+    /// The clamp of the input: outside it `e^x` is 0 or inf anyway.
+    pub(crate) const LO: f32 = -104.0;
+    pub(crate) const HI: f32 = 89.0;
+    /// `e^r - 1 - r` is `r^2` times this polynomial in `r`, highest
+    /// coefficient first.
+    pub(crate) const POLY: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ];
+}
+
 /// The body of [`exp_f32`] (`FUSED` false) and [`exp_f32_fused`]: unfused,
 /// `madd` rounds the product and then the sum, so it computes what the
 /// plain expressions `a * b + c` compute.
@@ -177,28 +237,17 @@ fn exp_core<const FUSED: bool>(x: f32) -> f32 {
             a * b + c
         }
     }
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
-    // (ties to even) for |v| < 2^22, in the default rounding mode
-    const ROUND: f32 = 12_582_912.0;
+    use exp_consts::{HI, LN2_HI, LN2_LO, LO, LOG2E, POLY, ROUND};
     // outside this range the result is inf or 0 anyway; clamping keeps `n`
     // small and turns infinities into finite inputs (NaN is kept apart)
-    let xc = x.clamp(-104.0, 89.0);
+    let xc = x.clamp(LO, HI);
     let shifted = madd::<FUSED>(xc, LOG2E, ROUND);
     let n = shifted - ROUND;
     // (xc - n ln2_hi) - n ln2_lo: negating n is exact
     let r = madd::<FUSED>(-n, LN2_LO, madd::<FUSED>(-n, LN2_HI, xc));
-    let mut p = 1.987_569_1e-4f32;
-    for c in [
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        0.166_666_65,
-        0.5,
-    ] {
-        p = madd::<FUSED>(p, r, c);
+    let mut p = POLY[0];
+    for c in &POLY[1..] {
+        p = madd::<FUSED>(p, r, *c);
     }
     let y = madd::<FUSED>(p, r * r, r) + 1.0;
     // n as an integer without a float-to-int conversion (which would not
@@ -302,9 +351,7 @@ fn softmax_row_body(x: &[f32], o: &mut [f32], log: bool) {
         .iter()
         .chain(&lanes)
         .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    for (y, &v) in o.iter_mut().zip(x) {
-        *y = exp_f32_fused(v - m);
-    }
+    exp_shifted(Some(x), o, m);
     let s = sum_partials(o);
     if log {
         let ls = s.ln() as f32;
@@ -543,6 +590,42 @@ mod tests {
             "only {same} of {} agree in every bit",
             xs.len()
         );
+    }
+
+    /// The dense kernels (AVX-512 intrinsics on a cpu that has them: Note
+    /// [Exp in AVX-512]) give the scalar formula's bits at every length
+    /// around the vector width, from a source and in place.
+    #[test]
+    fn dense_exp_and_sigmoid_give_the_scalar_bits() {
+        for n in [0usize, 1, 7, 15, 16, 17, 31, 33, 100] {
+            let xs: Vec<f32> = (0..n).map(|i| -90.0 + i as f32 * 1.77).collect();
+            for shift in [0.0f32, 3.5] {
+                let mut o = vec![f32::NAN; n];
+                exp_shifted(Some(&xs), &mut o, shift);
+                let mut inplace = xs.clone();
+                exp_shifted(None, &mut inplace, shift);
+                for (i, &x) in xs.iter().enumerate() {
+                    let want = exp_f32_fused(x - shift).to_bits();
+                    assert_eq!(o[i].to_bits(), want, "n = {n}, x = {x}, shift = {shift}");
+                    assert_eq!(inplace[i].to_bits(), want, "in place: n = {n}, x = {x}");
+                }
+            }
+            let mut o = vec![f32::NAN; n];
+            sigmoid_slice(Some(&xs), &mut o);
+            let mut inplace = xs.clone();
+            sigmoid_slice(None, &mut inplace);
+            for (i, &x) in xs.iter().enumerate() {
+                let want = (1.0 / (1.0 + exp_f32_fused(-x))).to_bits();
+                assert_eq!(o[i].to_bits(), want, "sigmoid: n = {n}, x = {x}");
+                assert_eq!(inplace[i].to_bits(), want, "sigmoid in place: n = {n}");
+            }
+        }
+        // NaN and the infinities through the dense kernel
+        let xs = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 89.5, -104.5];
+        let mut o = [0.0f32; 5];
+        exp_slice(Some(&xs), &mut o);
+        assert!(o[0].is_nan());
+        assert_eq!(&o[1..], &[f32::INFINITY, 0.0, f32::INFINITY, 0.0]);
     }
 
     #[test]
