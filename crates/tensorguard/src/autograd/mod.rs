@@ -160,18 +160,16 @@ impl Node {
             stats::spans_steps(grad.name, site, step);
         }
         // Note [Built in place]
-        Shared::new_in_place(|slot| {
-            slot.write(Node {
-                step,
-                id: NODE_IDS.next(),
-                name: grad.name,
-                site,
-                next,
-                backward: Mutex::new(Some(grad.f)),
-                backtrace: is_anomaly_enabled()
-                    .then(|| std::backtrace::Backtrace::force_capture().to_string()),
-                retain: Mutex::new(Vec::new()),
-            })
+        Shared::slot().write(Node {
+            step,
+            id: NODE_IDS.next(),
+            name: grad.name,
+            site,
+            next,
+            backward: Mutex::new(Some(grad.f)),
+            backtrace: is_anomaly_enabled()
+                .then(|| std::backtrace::Backtrace::force_capture().to_string()),
+            retain: Mutex::new(Vec::new()),
         })
     }
 }

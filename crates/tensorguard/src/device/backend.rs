@@ -239,7 +239,17 @@ pub(crate) fn emulated_started() -> bool {
 }
 
 /// The backend of `device`, or why it is not available.
+#[inline]
 pub(crate) fn backend(device: &Device) -> Result<&'static dyn Backend> {
+    // every cpu op asks twice (its launch, its output's allocation)
+    if let Device::Cpu = device {
+        return Ok(&*CPU);
+    }
+    device_backend(device)
+}
+
+/// [`backend`] of a device other than the cpu.
+fn device_backend(device: &Device) -> Result<&'static dyn Backend> {
     match device {
         Device::Cpu => Ok(&*CPU),
         Device::Emulated(n) => {

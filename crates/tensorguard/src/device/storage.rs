@@ -133,6 +133,10 @@ impl Poison {
 thread_local! {
     /// Ids of the storages this thread has lent to closures still running.
     static LENT: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// How many lends `LENT` holds: read by every op, a `Cell` with no
+    /// destructor costs one load where the `Vec`'s thread-local checks
+    /// its registration first.
+    static LENDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether this thread has storage `id` lent (Note [Lent storages]).
@@ -142,8 +146,9 @@ fn lent_here(id: u64) -> bool {
 
 /// Whether this thread has any storage lent: an op reads it once for all
 /// its operands (Note [Lent storages]).
+#[inline]
 fn lending_here() -> bool {
-    LENT.try_with(|l| !l.borrow().is_empty()).unwrap_or(false)
+    LENDS.with(|n| n.get() > 0)
 }
 
 /// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.
@@ -157,6 +162,7 @@ impl Drop for LendGuard<'_> {
             if let Some(i) = l.iter().rposition(|&x| x == id) {
                 l.remove(i);
             }
+            LENDS.with(|n| n.set(l.len()));
         });
     }
 }
@@ -249,22 +255,20 @@ impl Storage {
     /// `memory/alloc/shared.rs`).
     #[inline(always)]
     fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Shared<Storage> {
-        Shared::new_in_place(|slot| {
-            slot.write(Storage {
-                id: STORAGE_IDS.next(),
-                device,
-                alloc_stream: buf.stream(),
-                data: RwLock::new(buf),
-                version: AtomicU64::new(0),
-                last_write: Mutex::new(None),
-                uses: Mutex::new(Uses::default()),
-                pinned,
-                foreign: AtomicBool::new(false),
-                copies: CopyHistory::default(),
-                poison: OnceLock::new(),
-                _gap: [MaybeUninit::uninit(); 64],
-                _gap2: [MaybeUninit::uninit(); 64],
-            })
+        Shared::slot().write(Storage {
+            id: STORAGE_IDS.next(),
+            device,
+            alloc_stream: buf.stream(),
+            data: RwLock::new(buf),
+            version: AtomicU64::new(0),
+            last_write: Mutex::new(None),
+            uses: Mutex::new(Uses::default()),
+            pinned,
+            foreign: AtomicBool::new(false),
+            copies: CopyHistory::default(),
+            poison: OnceLock::new(),
+            _gap: [MaybeUninit::uninit(); 64],
+            _gap2: [MaybeUninit::uninit(); 64],
         })
     }
 
@@ -346,7 +350,11 @@ impl Storage {
     /// lend would wait for the outer one). Note [Lent storages].
     pub(crate) fn lend(&self, op: &'static str) -> Result<LendGuard<'_>> {
         self.check_not_lent_here(op)?;
-        LENT.with(|l| l.borrow_mut().push(self.id));
+        LENT.with(|l| {
+            let mut l = l.borrow_mut();
+            l.push(self.id);
+            LENDS.with(|n| n.set(l.len()));
+        });
         Ok(LendGuard(self))
     }
 

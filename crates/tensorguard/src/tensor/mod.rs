@@ -66,16 +66,14 @@ impl Tensor {
         base: Option<Tensor>,
     ) -> Tensor {
         // Note [Built in place], Note [One count to drop]
-        Tensor(Shared::new_in_place(|slot| {
-            slot.write(TensorImpl {
-                storage,
-                layout,
-                dtype,
-                is_view,
-                autograd: parking_lot::Mutex::new(None),
-                tracked: std::sync::atomic::AtomicBool::new(false),
-                base,
-            })
+        Tensor(Shared::slot().write(TensorImpl {
+            storage,
+            layout,
+            dtype,
+            is_view,
+            autograd: parking_lot::Mutex::new(None),
+            tracked: std::sync::atomic::AtomicBool::new(false),
+            base,
         }))
     }
 

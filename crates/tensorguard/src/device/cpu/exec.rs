@@ -371,7 +371,8 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
             _ => None,
         })
     };
-    let (b0, b1) = (bcast_of(0), bcast_of(1));
+    let b0 = bcast_of(0);
+    let b1 = bcast_of(1);
     let mut kins: SmallVec<[KIn<'_>; 2]> = SmallVec::new();
     for (k, i) in rest.iter().enumerate() {
         let id = i.storage.id();
