@@ -17,17 +17,20 @@ use super::vmath::exp_consts as c;
 // NaN apart from the clamp. Written with intrinsics, `vscalefps` computes
 // `y * 2^n` in one instruction, rounding once, and `vminps`/`vmaxps` with
 // the input as their second operand pass a NaN through the clamp: 17
-// instructions. The reduction, the polynomial and the order of every
-// operation are `exp_core`'s, and both products round once into the
-// subnormal range (`y * 2^n1` is exact there), so the bits are those of
-// `exp_f32_fused` for every input but NaN payloads (checked by
-// `fused_and_unfused_exp_are_an_ulp_apart_at_most` and
-// `dense_exp_and_sigmoid_give_the_scalar_bits`). Measured on the 2-core
-// VM, old and new builds run alternately (`x.exp()` of 64K f32, median
-// of 20,000 calls): 9.6-11.1 us -> 6.4-6.6 us on two threads, 17.5-18.0
-// us -> 10.9-11.6 us on one (`RAYON_NUM_THREADS=1`). In `tensorguard
-// bench compare` exp_64K went from 1.34x PyTorch's time to 1.02-1.09x
-// (two runs on a busy machine).
+// vector instructions and two register copies, loads and stores included
+// (in the disassembly of `exp512::exp_shifted`). The reduction, the
+// polynomial and the order of every operation are `exp_core`'s, and both
+// products round once into the subnormal range (`y * 2^n1` is exact
+// there), so the bits are those of `exp_f32_fused` for every input but NaN
+// payloads (checked by `fused_and_unfused_exp_are_an_ulp_apart_at_most`
+// and `dense_exp_and_sigmoid_give_the_scalar_bits`).
+//
+// Measured on the 2-core VM, old and new builds run alternately (`x.exp()`
+// of 64K f32, the mean of 20,000 calls in the last of five rounds):
+// 9.6-11.1 us -> 6.4-6.6 us on two threads, 17.5-18.0 us -> 10.9-11.6 us
+// on one (`RAYON_NUM_THREADS=1`). In `tensorguard bench compare`, exp_64K
+// went from 1.34x PyTorch's time to 1.02-1.19x (four runs on a busy
+// machine).
 
 /// `e^x` of 16 lanes, as `exp_f32_fused` computes each.
 #[target_feature(enable = "avx512f")]
