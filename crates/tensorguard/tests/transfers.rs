@@ -309,7 +309,10 @@ fn the_ledger_counts_each_kind_of_copy() -> Result<()> {
 
 /// A blocking copy's time is read by the stream after the copy counts as
 /// completed (Note [Copy time after completion]); whoever reads the ledger
-/// right after the copy returned still sees it.
+/// right after the copy returned still sees it. End to end only: the
+/// window between completion and the time's add is too short for this
+/// loop to hit reliably, so the race itself is the unit test
+/// `transfer::ledger::tests::a_reader_waits_for_an_owed_copy_time`.
 #[test]
 fn a_blocking_copy_time_is_in_the_ledger_when_it_returns() -> Result<()> {
     setup();

@@ -60,19 +60,9 @@ impl Geom {
     #[inline]
     fn row_max<T: Real>(&self, x: &[T], oy: usize, best: &mut [T]) {
         if self.is_2x2() {
-            let w = 2 * best.len();
-            let r0 = &x[2 * oy * self.w..][..w];
-            let r1 = &x[(2 * oy + 1) * self.w..][..w];
-            for ((b, p), q) in best
-                .iter_mut()
-                .zip(r0.chunks_exact(2))
-                .zip(r1.chunks_exact(2))
-            {
-                let mut m = T::NEG_INFINITY;
-                for v in [p[0], p[1], q[0], q[1]] {
-                    m = take_max(m, v);
-                }
-                *b = m;
+            let windows = self.windows_2x2(x, oy, best.len());
+            for (b, window) in best.iter_mut().zip(windows) {
+                *b = window.into_iter().fold(T::NEG_INFINITY, take_max);
             }
             return;
         }
@@ -94,28 +84,39 @@ impl Geom {
         (self.kh, self.kw, self.sh, self.sw) == (2, 2, 2, 2)
     }
 
+    /// The first `n` 2x2 windows (stride 2) of output row `oy`, each as
+    /// its elements in scan order: at offsets 0, 1, `w` and `w + 1` from
+    /// the window's first element.
+    #[inline]
+    fn windows_2x2<'a, T: Real>(
+        &self,
+        x: &'a [T],
+        oy: usize,
+        n: usize,
+    ) -> impl Iterator<Item = [T; 4]> + 'a {
+        let at = 2 * oy * self.w;
+        let r0 = &x[at..][..2 * n];
+        let r1 = &x[at + self.w..][..2 * n];
+        r0.chunks_exact(2)
+            .zip(r1.chunks_exact(2))
+            .map(|(p, q)| [p[0], p[1], q[0], q[1]])
+    }
+
     /// As [`row_max`](Geom::row_max), with each maximum's index in the
     /// plane (the window's first element when all are -inf).
     #[inline]
     fn row_argmax<T: Real>(&self, x: &[T], oy: usize, best: &mut [(T, usize)]) {
         if self.is_2x2() {
-            let (w, at) = (2 * best.len(), 2 * oy * self.w);
-            let r0 = &x[at..][..w];
-            let r1 = &x[at + self.w..][..w];
-            for (ox, ((b, p), q)) in best
-                .iter_mut()
-                .zip(r0.chunks_exact(2))
-                .zip(r1.chunks_exact(2))
-                .enumerate()
-            {
-                // the window's elements in scan order, as offsets from its first
+            let offsets = [0, 1, self.w, self.w + 1];
+            let windows = self.windows_2x2(x, oy, best.len());
+            for (ox, (b, window)) in best.iter_mut().zip(windows).enumerate() {
                 let mut m = (T::NEG_INFINITY, 0);
-                for (v, off) in [(p[0], 0), (p[1], 1), (q[0], self.w), (q[1], self.w + 1)] {
+                for (v, off) in window.into_iter().zip(offsets) {
                     if takes_over(m.0, v) {
                         m = (v, off);
                     }
                 }
-                *b = (m.0, at + 2 * ox + m.1);
+                *b = (m.0, 2 * oy * self.w + 2 * ox + m.1);
             }
             return;
         }

@@ -146,6 +146,9 @@ pub(crate) fn account(
 /// nanoseconds at most; the bound only guards against a worker descheduled
 /// in between for that long (its time then shows up at the next read).
 fn settle() {
+    if UNSTAMPED.load(Ordering::Acquire) == 0 {
+        return; // the common case: no clock reading
+    }
     let deadline = std::time::Instant::now() + Duration::from_millis(50);
     while UNSTAMPED.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
         std::thread::yield_now();
