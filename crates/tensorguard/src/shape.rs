@@ -229,11 +229,32 @@ fn fill_contiguous_strides(shape: &[usize], out: &mut [usize]) {
     }
 }
 
+/// Whether two shapes are equal: a loop the compiler inlines, where `==`
+/// on slices calls `memcmp` (some 30 instructions a call, three calls on
+/// every binary op, for shapes of a few dims).
+#[inline]
+pub(crate) fn same(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// `shape` as [`Dims`], copied into the inline buffer in one go when it
+/// fits (`Dims::from(slice)` pushes element by element).
+#[inline]
+pub(crate) fn dims_of(shape: &[usize]) -> Dims {
+    let n = shape.len();
+    if n <= INLINE_DIMS {
+        let mut dims = [0usize; INLINE_DIMS];
+        dims[..n].copy_from_slice(shape);
+        return Dims::from_buf_and_len(dims, n);
+    }
+    Dims::from_slice(shape)
+}
+
 /// NumPy/PyTorch broadcasting of two shapes.
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Dims> {
-    if a == b {
+    if same(a, b) {
         // the common case: nothing to broadcast
-        return Ok(a.into());
+        return Ok(dims_of(a));
     }
     let n = a.len().max(b.len());
     let mut out: Dims = smallvec::smallvec![0; n];
@@ -281,12 +302,10 @@ impl Layout {
         if n <= INLINE_DIMS {
             // every op's output takes this path: fill both inline buffers
             // in place instead of pushing element by element
-            let mut dims = [0usize; INLINE_DIMS];
             let mut strides = [0usize; INLINE_DIMS];
-            dims[..n].copy_from_slice(shape);
             fill_contiguous_strides(shape, &mut strides[..n]);
             return Layout {
-                shape: Dims::from_buf_and_len(dims, n),
+                shape: dims_of(shape),
                 strides: Dims::from_buf_and_len(strides, n),
                 offset: 0,
             };

@@ -184,7 +184,7 @@ pub(crate) fn backward(root: &Tensor, grad: Option<&Tensor>, retain_graph: bool)
                     node.name, node.site
                 )));
             };
-            let r = f(&g, &info)?;
+            let r = f.call(&g, &info)?;
             if !retain_graph {
                 // frees the saved tensors as soon as they are no longer needed
                 *slot = None;

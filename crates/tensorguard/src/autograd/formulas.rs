@@ -2,7 +2,7 @@
 //! whose function maps the output's gradient to one gradient per input (in
 //! the order the op passed its inputs to `record`).
 
-use super::{Grad, Info, Saved};
+use super::{Backward, Grad, Info, Saved};
 use crate::device::kernel::BinaryOp;
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
@@ -64,7 +64,7 @@ pub(crate) struct In {
 impl In {
     fn of(t: &Tensor) -> In {
         In {
-            shape: t.shape().into(),
+            shape: crate::shape::dims_of(t.shape()),
             dtype: t.dtype(),
         }
     }
@@ -122,17 +122,10 @@ pub(crate) fn unary_reads_input(op: crate::device::kernel::UnaryOp) -> bool {
 /// the op, `out` the result). Only the values the formula reads are saved,
 /// so e.g. `add` keeps no activation alive.
 pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
-    let ain = In::of(a);
     let b_is_tensor = matches!(b, Other::Tensor(..));
     let needs_a = binary_reads_input(op, b_is_tensor);
     let needs_b = binary_reads_other(op);
     let needs_out = b_is_tensor && matches!(op, BinaryOp::Div | BinaryOp::Pow);
-    let sa = needs_a.then(|| Saved::new(a));
-    let so = needs_out.then(|| Saved::new(out));
-    let b = match b {
-        Other::Tensor(s, i) => Other::Tensor(s.filter(|_| needs_b), i),
-        other => other,
-    };
     let name = match op {
         BinaryOp::Add => "AddBackward",
         BinaryOp::Sub => "SubBackward",
@@ -143,12 +136,41 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
         BinaryOp::Minimum => "MinimumBackward",
         _ => "CompareBackward",
     };
-    Grad::new(name, move |g, info| {
-        let (bval, bin) = match &b {
+    // Note [Formulas in the node]
+    Grad {
+        name,
+        f: Backward::Binary(BinaryGrad {
+            op,
+            ain: In::of(a),
+            sa: needs_a.then(|| Saved::new(a)),
+            so: needs_out.then(|| Saved::new(out)),
+            b: match b {
+                Other::Tensor(s, i) => Other::Tensor(s.filter(|_| needs_b), i),
+                other => other,
+            },
+        }),
+    }
+}
+
+/// What a binary op's backward keeps: its first input's shape and dtype,
+/// the second operand, and the values the formula reads.
+pub(crate) struct BinaryGrad {
+    op: BinaryOp,
+    ain: In,
+    b: Other,
+    sa: Option<Saved>,
+    so: Option<Saved>,
+}
+
+impl BinaryGrad {
+    pub(super) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
+        let BinaryGrad { op, ain, b, sa, so } = self;
+        let op = *op;
+        let (bval, bin) = match b {
             Other::Tensor(s, i) => (Some(s), Some(i)),
             Other::Scalar(_) => (None, None),
         };
-        let scalar = match &b {
+        let scalar = match b {
             Other::Scalar(s) => Some(*s),
             Other::Tensor(..) => None,
         };
@@ -162,28 +184,28 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
             BinaryOp::Add => (g.alias(), Some(g.alias())),
             BinaryOp::Sub => (g.alias(), Some(g.neg()?)),
             BinaryOp::Mul => match (bt(info)?, scalar) {
-                (Some(b), _) => (g.mul(b)?, Some(g.mul(saved(&sa, info)?)?)),
+                (Some(b), _) => (g.mul(b)?, Some(g.mul(saved(sa, info)?)?)),
                 (None, Some(s)) => (g.mul(s)?, None),
                 _ => unreachable_grad()?,
             },
             BinaryOp::Div => match (bt(info)?, scalar) {
                 (Some(b), _) => {
                     let ga = g.div(b)?;
-                    let gb = ga.mul(saved(&so, info)?)?.neg()?;
+                    let gb = ga.mul(saved(so, info)?)?.neg()?;
                     (ga, Some(gb))
                 }
                 (None, Some(s)) => (g.div(s)?, None),
                 _ => unreachable_grad()?,
             },
             BinaryOp::Pow => {
-                let x = saved(&sa, info)?;
+                let x = saved(sa, info)?;
                 match (bt(info)?, scalar) {
                     (Some(e), _) => {
                         // d/dx x^e = e x^(e-1), taken as 0 where e == 0 (PyTorch)
                         let ga = g.mul(e)?.mul(&x.pow(&e.sub(1.0)?)?)?;
                         let ga = ga.masked_fill(&e.eq(0.0)?, 0.0)?;
                         // d/de x^e = x^e ln x, taken as 0 where x == 0 and e >= 0
-                        let lg = saved(&so, info)?.mul(&x.log()?)?;
+                        let lg = saved(so, info)?.mul(&x.log()?)?;
                         let zero = x.eq(0.0)?.mul(&e.ge(0.0)?)?;
                         let gb = g.mul(&lg.masked_fill(&zero, 0.0)?)?;
                         (ga, Some(gb))
@@ -199,7 +221,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
                 }
             }
             BinaryOp::Maximum | BinaryOp::Minimum => {
-                let x = saved(&sa, info)?;
+                let x = saved(sa, info)?;
                 let y = match (bt(info)?, scalar) {
                     (Some(b), _) => b.alias(),
                     (None, Some(s)) => Tensor::full((), s, x.dtype(), &x.device())?,
@@ -229,7 +251,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
             _ => None,
         };
         Ok(vec![ga, gb])
-    })
+    }
 }
 
 fn unreachable_grad<T>() -> Result<T> {
@@ -657,7 +679,7 @@ pub(crate) fn copy_slices(base: Layout, view: Layout, dtype: DType, inner: Grad)
         let region = strided(&buf, view.clone());
         // a deep copy: the formula may return (aliases of) its input, and
         // `region` is overwritten below
-        let mut res = f(&region.clone()?, info)?;
+        let mut res = f.call(&region.clone()?, info)?;
         let first = if res.is_empty() { None } else { res.remove(0) };
         match first {
             Some(gv) => region.copy_(&gv)?,

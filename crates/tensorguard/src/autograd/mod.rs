@@ -88,10 +88,36 @@ pub(crate) struct Info {
 pub(crate) type BackwardFn =
     Box<dyn Fn(&Tensor, &Info) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
 
+// Note [Formulas in the node]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A formula is a closure in a `Box`: one more heap block per recorded op,
+// freed with the graph. The elementwise binary ops (the most frequent in a
+// step: bias adds, residuals, the optimizer's arithmetic under autograd)
+// keep their formula's state in the node itself instead
+// (`Backward::Binary`), so recording one makes two blocks (the output's
+// storage and tensor come from the op) plus the node, all recycled (Note
+// [Recycled blocks]). Every other formula stays a closure.
+
+/// A node's formula: a boxed closure, or the state of a binary op's.
+pub(crate) enum Backward {
+    Boxed(BackwardFn),
+    Binary(formulas::BinaryGrad),
+}
+
+impl Backward {
+    /// The gradients of the node's inputs from `g`, its output's.
+    pub(crate) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
+        match self {
+            Backward::Boxed(f) => f(g, info),
+            Backward::Binary(b) => b.call(g, info),
+        }
+    }
+}
+
 /// A formula with its name, before it is attached to a graph.
 pub(crate) struct Grad {
     pub(crate) name: &'static str,
-    pub(crate) f: BackwardFn,
+    pub(crate) f: Backward,
 }
 
 impl Grad {
@@ -101,7 +127,7 @@ impl Grad {
     ) -> Grad {
         Grad {
             name,
-            f: Box::new(f),
+            f: Backward::Boxed(Box::new(f)),
         }
     }
 }
@@ -129,7 +155,7 @@ pub(crate) struct Node {
     pub(crate) site: &'static Location<'static>,
     pub(crate) next: SmallVec<[Option<Edge>; 2]>,
     /// Taken when backward runs without `retain_graph`: frees saved tensors.
-    pub(crate) backward: Mutex<Option<BackwardFn>>,
+    pub(crate) backward: Mutex<Option<Backward>>,
     /// Full backtrace of the forward op (anomaly mode only).
     pub(crate) backtrace: Option<String>,
     /// Non-leaf tensors whose `.grad` this node's output gradient fills.
@@ -488,12 +514,15 @@ pub(crate) fn record(
 /// say whether any input requires grad, so each tracked input's autograd
 /// state is locked once, not twice (a third of the cost of recording a
 /// tiny op was atomic operations). `grad` is built only when the op
-/// records. What every op that records a plain node calls.
+/// records, from the output. What every op that records a plain node
+/// calls, with the output it just made: while that is its only handle, its
+/// history is written without taking its lock (two atomic operations
+/// fewer on every recorded op).
 pub(crate) fn record_if_tracking(
-    out: &Tensor,
+    out: &mut Tensor,
     inputs: &[&Tensor],
     site: &'static Location<'static>,
-    grad: impl FnOnce() -> Grad,
+    grad: impl FnOnce(&Tensor) -> Grad,
 ) {
     if !inputs.iter().any(|t| t.meta_flag()) {
         return;
@@ -502,14 +531,25 @@ pub(crate) fn record_if_tracking(
         // `tracking`'s own rules: the checkpoint probe under no_grad, and a
         // view's history that may come from its base
         if tracking(inputs) {
-            record(out, inputs, site, grad());
+            let g = grad(out);
+            record(out, inputs, site, g);
         }
         return;
     }
     // not views: an edge exists exactly when `is_requires_grad` holds
     let next: SmallVec<[Option<Edge>; 2]> = inputs.iter().map(|t| edge_of(t)).collect();
     if next.iter().any(Option::is_some) {
-        set_grad_fn(out, Node::new(grad(), next, site));
+        let node = Node::new(grad(out), next, site);
+        match Shared::get_mut(&mut out.0) {
+            Some(t) => {
+                t.autograd
+                    .get_mut()
+                    .get_or_insert_with(Default::default)
+                    .grad_fn = Some(node);
+                *t.tracked.get_mut() = true;
+            }
+            None => set_grad_fn(out, node),
+        }
     }
 }
 

@@ -3,36 +3,144 @@
 //! accumulate history across your training loop").
 //!
 //! Note [Graph stats]: every `Node` is stamped with the optimizer step it
-//! was created in ([`mark_step`] advances the step). Relaxed atomic
-//! counters follow the live nodes (all, and those of the current step: two
-//! halves of one word, so a node costs one atomic add when it is made and
-//! one when it drops) and the bytes of saved tensors (one each per saved
-//! tensor). When a node is recorded
-//! with an edge to a node of an earlier step, the graph spans steps: its
-//! call site is remembered (a lock taken for such nodes only), and when the
-//! site spans steps again in each of [`WARN_AFTER`] consecutive steps while
-//! the live nodes of earlier steps keep growing, it is warned about once.
+//! was created in ([`mark_step`] advances the step). Counters follow the
+//! live nodes (all, and those of the current step) and the bytes of saved
+//! tensors. They are kept per thread (Note [Counts per thread]), so making
+//! or dropping a node costs no atomic read-modify-write. When a node is
+//! recorded with an edge to a node of an earlier step, the graph spans
+//! steps: its call site is remembered (a lock taken for such nodes only),
+//! and when the site spans steps again in each of [`WARN_AFTER`]
+//! consecutive steps while the live nodes of earlier steps keep growing, it
+//! is warned about once.
+//!
+//! Note [Counts per thread]: one shared word counted the nodes, with an
+//! atomic add when a node was made and one when it dropped: two of the 17
+//! locked instructions of a tiny add recorded by autograd, and a cache
+//! line every recording thread wrote. Each thread now has its own
+//! [`Shard`], which only that thread writes (a load and a store), in a
+//! registry that [`graph_stats`] sums under its lock. A node dropped on
+//! another thread than the one that made it counts -1 there: only the sum
+//! means anything. The current step's count is stamped with its step, and
+//! a shard whose stamp is not the current step counts 0 for it, so
+//! [`mark_step`] resets every thread's count without writing it. A thread
+//! that exits folds its counts into the registry's. The sum may miss an op
+//! another thread is counting at that moment, as the shared word could.
 
 use std::collections::HashMap;
 use std::panic::Location;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::units::format_bytes;
 
-/// The live nodes (high 32 bits) and the live nodes stamped with the
-/// current step (low 32 bits, offset by [`STEP_BIAS`]): one atomic add per
-/// node made or dropped updates both.
-static NODES: AtomicU64 = AtomicU64::new(STEP_BIAS);
-/// One live node in [`NODES`]'s high half.
-const ONE_LIVE: u64 = 1 << 32;
-/// The low half's zero. A node made as [`mark_step`] zeroes the count can
-/// be stamped with the new step but counted before the reset; its drop
-/// then takes the count below zero for a while: the offset keeps that from
-/// borrowing from the high half.
-const STEP_BIAS: u64 = 1 << 31;
-static SAVED_BYTES: AtomicI64 = AtomicI64::new(0);
+/// One thread's counts (Note [Counts per thread]): written by that
+/// thread alone (or under the registry's lock, for the folded counts of
+/// exited threads), read by any.
+#[repr(align(128))]
+struct Shard {
+    live: AtomicI64,
+    /// The step this count is for (low 32 bits of it, high half) and the
+    /// live nodes of that step counted here (an `i32`, low half).
+    current: AtomicU64,
+    saved: AtomicI64,
+}
+
+impl Shard {
+    const fn new() -> Shard {
+        Shard {
+            live: AtomicI64::new(0),
+            current: AtomicU64::new(0),
+            saved: AtomicI64::new(0),
+        }
+    }
+
+    /// Add to a count only this thread writes: a load and a store.
+    #[inline]
+    fn bump(c: &AtomicI64, d: i64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+    }
+
+    /// Add `d` to the count of live nodes of `step`, first restarting it at
+    /// 0 when it was for an earlier step.
+    #[inline]
+    fn bump_current(&self, step: u64, d: i32) {
+        let (at, n) = unpack(self.current.load(Ordering::Relaxed));
+        let n = if at == step as u32 { n } else { 0 };
+        self.current
+            .store(pack(step as u32, n.wrapping_add(d)), Ordering::Relaxed);
+    }
+
+    /// This shard's live nodes of `step` (0 when its count is for another).
+    fn current_of(&self, step: u64) -> i64 {
+        let (at, n) = unpack(self.current.load(Ordering::Relaxed));
+        if at == step as u32 {
+            i64::from(n)
+        } else {
+            0
+        }
+    }
+}
+
+fn pack(step: u32, n: i32) -> u64 {
+    (u64::from(step) << 32) | u64::from(n as u32)
+}
+
+fn unpack(w: u64) -> (u32, i32) {
+    ((w >> 32) as u32, w as u32 as i32)
+}
+
+/// Every live thread's shard, and the counts of threads that exited.
+struct Registry {
+    shards: Vec<Arc<Shard>>,
+    exited: Shard,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    shards: Vec::new(),
+    exited: Shard::new(),
+});
+
+/// The calling thread's shard, registered on first use; folded into the
+/// registry's counts when the thread exits.
+struct Local(std::cell::OnceCell<Arc<Shard>>);
+
+impl Local {
+    fn shard(&self) -> &Shard {
+        self.0.get_or_init(|| {
+            let s = Arc::new(Shard::new());
+            REGISTRY.lock().shards.push(Arc::clone(&s));
+            s
+        })
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let Some(s) = self.0.get() else { return };
+        let mut r = REGISTRY.lock();
+        let step = STEP.load(Ordering::Relaxed);
+        Shard::bump(&r.exited.live, s.live.load(Ordering::Relaxed));
+        Shard::bump(&r.exited.saved, s.saved.load(Ordering::Relaxed));
+        r.exited.bump_current(step, s.current_of(step) as i32);
+        r.shards.retain(|x| !Arc::ptr_eq(x, s));
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = const { Local(std::cell::OnceCell::new()) };
+}
+
+/// Count on the calling thread's shard (on the exited threads' one, under
+/// the lock, while the thread exits).
+#[inline]
+fn count(f: impl Fn(&Shard)) {
+    if LOCAL.try_with(|l| f(l.shard())).is_err() {
+        f(&REGISTRY.lock().exited);
+    }
+}
+
 static STEP: AtomicU64 = AtomicU64::new(0);
 static STEP_SITE: Mutex<Option<&'static Location<'static>>> = Mutex::new(None);
 
@@ -68,12 +176,20 @@ pub struct GraphStats {
 /// assert!(stats.live_nodes >= 1);          // at least y's node is alive
 /// ```
 pub fn graph_stats() -> GraphStats {
-    let (live, current) = unpack(NODES.load(Ordering::Relaxed));
+    let r = REGISTRY.lock();
+    let step = STEP.load(Ordering::Relaxed);
+    let (mut live, mut current, mut saved) = (0i64, 0i64, 0i64);
+    for s in r.shards.iter().map(|s| &**s).chain([&r.exited]) {
+        live += s.live.load(Ordering::Relaxed);
+        current += s.current_of(step);
+        saved += s.saved.load(Ordering::Relaxed);
+    }
+    let live = live.max(0) as u64;
     GraphStats {
         live_nodes: live,
-        saved_bytes: SAVED_BYTES.load(Ordering::Relaxed).max(0) as u64,
-        nodes_from_earlier_steps: live.saturating_sub(current),
-        step: STEP.load(Ordering::Relaxed),
+        saved_bytes: saved.max(0) as u64,
+        nodes_from_earlier_steps: live.saturating_sub(current.max(0) as u64),
+        step,
     }
 }
 
@@ -86,38 +202,36 @@ pub fn mark_step() {
     *STEP_SITE.lock() = Some(Location::caller());
     // the order matters little: a node made at the boundary is counted in
     // one step or the other
+    // every thread's count of the current step restarts (Note [Counts per
+    // thread]); a node made at the boundary is counted in one step or the
+    // other
     STEP.fetch_add(1, Ordering::Relaxed);
-    let _ = NODES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(new_step(n)));
-}
-
-/// [`NODES`] split: (live nodes, live nodes of the current step).
-fn unpack(nodes: u64) -> (u64, u64) {
-    (
-        nodes >> 32,
-        (nodes & (ONE_LIVE - 1)).saturating_sub(STEP_BIAS),
-    )
-}
-
-/// [`NODES`] with the current step's count back to zero, the live count kept.
-fn new_step(nodes: u64) -> u64 {
-    (nodes & !(ONE_LIVE - 1)) | STEP_BIAS
 }
 
 /// The current step, for a new node's stamp; counts the node as live.
 pub(crate) fn node_created() -> u64 {
-    NODES.fetch_add(ONE_LIVE + 1, Ordering::Relaxed);
-    STEP.load(Ordering::Relaxed)
+    let step = STEP.load(Ordering::Relaxed);
+    count(|s| {
+        Shard::bump(&s.live, 1);
+        s.bump_current(step, 1);
+    });
+    step
 }
 
 /// A node stamped `step` dropped.
 pub(crate) fn node_dropped(step: u64) {
-    let current = u64::from(step == STEP.load(Ordering::Relaxed));
-    NODES.fetch_sub(ONE_LIVE + current, Ordering::Relaxed);
+    let current = step == STEP.load(Ordering::Relaxed);
+    count(|s| {
+        Shard::bump(&s.live, -1);
+        if current {
+            s.bump_current(step, -1);
+        }
+    });
 }
 
 /// A tensor of `bytes` was saved for backward (`+`) or released (`-`).
 pub(crate) fn saved(bytes: i64) {
-    SAVED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    count(|s| Shard::bump(&s.saved, bytes));
 }
 
 #[derive(Default)]
@@ -190,7 +304,7 @@ fn op_name(node: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{new_step, op_name, unpack, ONE_LIVE, STEP_BIAS};
+    use super::*;
 
     #[test]
     fn op_names_from_node_names() {
@@ -200,26 +314,34 @@ mod tests {
     }
 
     #[test]
-    fn one_word_counts_live_nodes_and_the_current_steps() {
-        let made = ONE_LIVE + 1;
-        // two nodes made in step 0, one in step 1, then the step-0 ones drop
-        let mut n = STEP_BIAS + made + made;
-        assert_eq!(unpack(n), (2, 2));
-        n = new_step(n);
-        assert_eq!(unpack(n), (2, 0));
-        n += made;
-        assert_eq!(unpack(n), (3, 1));
-        n -= 2 * ONE_LIVE;
-        assert_eq!(unpack(n), (1, 1));
-        // a node counted before a reset but stamped with the new step: its
-        // drop takes the step's count below zero without touching the
-        // live count, and reads as zero until the count is back
-        let mut n = new_step(STEP_BIAS + made);
-        n -= made;
-        assert_eq!(unpack(n), (0, 0));
-        n += made;
-        assert_eq!(unpack(n), (1, 0));
-        n += made;
-        assert_eq!(unpack(n), (2, 1));
+    fn counts_of_a_step_restart_and_threads_sum() {
+        let s = Shard::new();
+        s.bump_current(7, 2);
+        s.bump_current(7, -1);
+        assert_eq!((s.current_of(7), s.current_of(8)), (1, 0));
+        // a node of step 8 dropped before any was counted here for it
+        s.bump_current(8, -1);
+        assert_eq!((s.current_of(7), s.current_of(8)), (0, -1));
+        assert_eq!(unpack(pack(3, -5)), (3, -5));
+    }
+
+    #[test]
+    fn a_thread_that_exits_leaves_its_shard_and_its_counts() {
+        // a node made on a thread that exits while the node lives on
+        let (step, shard) = std::thread::spawn(|| {
+            let step = node_created();
+            (step, LOCAL.with(|l| Arc::clone(l.0.get().unwrap())))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(shard.live.load(Ordering::Relaxed), 1);
+        let r = REGISTRY.lock();
+        assert!(!r.shards.iter().any(|s| Arc::ptr_eq(s, &shard)));
+        drop(r);
+        // dropped here: this thread's count goes down, the sum is right
+        let mine = || LOCAL.with(|l| l.shard().live.load(Ordering::Relaxed));
+        let before = mine();
+        node_dropped(step);
+        assert_eq!(mine(), before - 1);
     }
 }

@@ -74,7 +74,7 @@ impl Tensor {
         contiguous: bool,
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
-        let out = if contiguous {
+        let mut out = if contiguous {
             Tensor::uninit(self.shape(), dtype, &self.device(), site)?
         } else {
             Tensor::uninit_like(self.shape(), dtype, &self.device(), &[self], site)?
@@ -87,7 +87,7 @@ impl Tensor {
             site,
         )?;
         if dtype.is_float() {
-            autograd::record_if_tracking(&out, &[self], site, || {
+            autograd::record_if_tracking(&mut out, &[self], site, |_| {
                 formulas::identity("CloneBackward", self)
             });
         }

@@ -116,7 +116,7 @@ pub(crate) fn binary(
             &single
         }
     };
-    let out = if inplace {
+    let mut out = if inplace {
         let mut others: smallvec::SmallVec<[(&'static str, &Tensor); 1]> =
             smallvec::SmallVec::new();
         if let Some(t) = b_tensor {
@@ -177,7 +177,9 @@ pub(crate) fn binary(
         };
         autograd::inplace_finish(&out, before, site, grad);
     } else if !inplace && !op.is_comparison() && produced.is_float() {
-        autograd::record_if_tracking(&out, ins, site, || formulas::binary(op, a, other(), &out));
+        autograd::record_if_tracking(&mut out, ins, site, |out| {
+            formulas::binary(op, a, other(), out)
+        });
     }
     Ok(out)
 }
@@ -206,7 +208,7 @@ pub(crate) fn unary(
             "negation of a bool tensor is not supported. Use `mask.eq(false)` to invert a mask.",
         ));
     }
-    let out = if inplace {
+    let mut out = if inplace {
         check_inplace_target(name, a, compute, a.shape(), &[])?;
         a.alias()
     } else {
@@ -237,7 +239,7 @@ pub(crate) fn unary(
         let grad = formulas::unary(op, &before.old, &out);
         autograd::inplace_finish(&out, before, site, grad);
     } else if !inplace && compute.is_float() {
-        autograd::record_if_tracking(&out, &[a], site, || formulas::unary(op, a, &out));
+        autograd::record_if_tracking(&mut out, &[a], site, |out| formulas::unary(op, a, out));
     }
     Ok(out)
 }
@@ -259,7 +261,7 @@ fn clamp_impl(
             "clamp is not supported for bool tensors. Cast to an integer dtype first.",
         ));
     }
-    let out = if inplace {
+    let mut out = if inplace {
         check_inplace_target("clamp", a, compute, a.shape(), &[])?;
         a.alias()
     } else {
@@ -284,7 +286,7 @@ fn clamp_impl(
         let grad = formulas::clamp(&before.old, min, max);
         autograd::inplace_finish(&out, before, site, grad);
     } else if !inplace && compute.is_float() {
-        autograd::record_if_tracking(&out, &[a], site, || formulas::clamp(a, min, max));
+        autograd::record_if_tracking(&mut out, &[a], site, |_| formulas::clamp(a, min, max));
     }
     Ok(out)
 }
@@ -447,7 +449,7 @@ impl Tensor {
         check_device("where", cond, &[("x", xt), ("y", yt)], site)?;
         let shape = broadcast_shapes("where", cond.shape(), xt.shape())?;
         let shape = broadcast_shapes("where", &shape, yt.shape())?;
-        let out = Tensor::uninit_like(&shape, dtype, &dev, &[cond, xt, yt], site)?;
+        let mut out = Tensor::uninit_like(&shape, dtype, &dev, &[cond, xt, yt], site)?;
         launch(
             &Kernel::Where,
             &[Out { t: &out, dtype }],
@@ -460,7 +462,7 @@ impl Tensor {
             site,
         )?;
         if dtype.is_float() {
-            autograd::record_if_tracking(&out, &[cond, xt, yt], site, || {
+            autograd::record_if_tracking(&mut out, &[cond, xt, yt], site, |_| {
                 formulas::where_cond(cond, xt, yt)
             });
         }

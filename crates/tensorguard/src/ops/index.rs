@@ -186,7 +186,7 @@ impl Tensor {
         site: &'static Location<'static>,
         grad: impl FnOnce() -> autograd::Grad,
     ) -> Result<Tensor> {
-        let out = Tensor::uninit(shape, self.dtype(), &self.device(), site)?;
+        let mut out = Tensor::uninit(shape, self.dtype(), &self.device(), site)?;
         launch(
             kernel,
             &[Out {
@@ -197,7 +197,7 @@ impl Tensor {
             false,
             site,
         )?;
-        autograd::record_if_tracking(&out, &[self, index], site, grad);
+        autograd::record_if_tracking(&mut out, &[self, index], site, |_| grad());
         Ok(out)
     }
 
@@ -338,8 +338,13 @@ impl Tensor {
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
         let site = Location::caller();
-        let out = Tensor::uninit(self.shape(), self.dtype(), &self.device(), site)?;
+        let mut out = Tensor::uninit(self.shape(), self.dtype(), &self.device(), site)?;
         masked_fill_impl(self, &out, mask, value.into(), false, site)?;
+        if self.dtype().is_float() {
+            autograd::record_if_tracking(&mut out, &[self, mask], site, |_| {
+                formulas::masked_fill(self, mask)
+            });
+        }
         Ok(out)
     }
 
@@ -397,7 +402,7 @@ fn cat_impl(
         .map(|t| PromoteArg::Tensor(t.dtype()))
         .collect();
     let dtype = result_type(&promote);
-    let out = Tensor::uninit(&shape, dtype, &first.device(), site)?;
+    let mut out = Tensor::uninit(&shape, dtype, &first.device(), site)?;
     let ins: Vec<In<'_>> = parts.iter().map(|t| In::new(t, dtype)).collect();
     launch(
         &Kernel::Cat { dim: d },
@@ -407,7 +412,7 @@ fn cat_impl(
         site,
     )?;
     if dtype.is_float() {
-        autograd::record_if_tracking(&out, &parts, site, || formulas::cat(&parts, d));
+        autograd::record_if_tracking(&mut out, &parts, site, |_| formulas::cat(&parts, d));
     }
     Ok(out)
 }
@@ -461,8 +466,6 @@ fn masked_fill_impl(
     if let Some(before) = before {
         let grad = formulas::masked_fill(&before.old, mask);
         autograd::inplace_finish(out, before, site, grad);
-    } else if !inplace && t.dtype().is_float() {
-        autograd::record_if_tracking(out, &[t, mask], site, || formulas::masked_fill(t, mask));
     }
     Ok(())
 }

@@ -128,7 +128,7 @@ fn matmul_impl(
     if b.ndim() > 1 {
         shape.push(n);
     }
-    let out = Tensor::uninit(&shape, a.dtype(), &a.device(), site)?;
+    let mut out = Tensor::uninit(&shape, a.dtype(), &a.device(), site)?;
     let kout = relayout(&out, Layout::contiguous(&full));
     launch(
         &Kernel::Matmul,
@@ -144,7 +144,7 @@ fn matmul_impl(
         site,
     )?;
     if a.dtype().is_float() {
-        autograd::record_if_tracking(&out, &[a, b], site, || {
+        autograd::record_if_tracking(&mut out, &[a, b], site, |_| {
             if a.ndim() == 2 && b.ndim() == 2 {
                 mm_grad(a, b)
             } else {

@@ -106,7 +106,7 @@ fn reduce_named(
         }
     }
     let shape = out_shape(a.shape(), &dims, keepdim);
-    let out = Tensor::uninit(&shape, output, &a.device(), site)?;
+    let mut out = Tensor::uninit(&shape, output, &a.device(), site)?;
     let kdims: SmallVec<[usize; 6]> = dims.iter().copied().collect();
     launch(
         &Kernel::Reduce { op, dims: kdims },
@@ -119,8 +119,8 @@ fn reduce_named(
         site,
     )?;
     if output.is_float() {
-        autograd::record_if_tracking(&out, &[a], site, || {
-            formulas::reduce(op, a, &dims, keepdim, &out)
+        autograd::record_if_tracking(&mut out, &[a], site, |out| {
+            formulas::reduce(op, a, &dims, keepdim, out)
         });
     }
     Ok(out)
@@ -144,7 +144,7 @@ fn extreme_dim(
         smallvec::smallvec![d]
     };
     let shape = out_shape(a.shape(), &dims, keepdim);
-    let vals = Tensor::uninit(&shape, a.dtype(), &a.device(), site)?;
+    let mut vals = Tensor::uninit(&shape, a.dtype(), &a.device(), site)?;
     let idxs = Tensor::uninit(&shape, DType::I64, &a.device(), site)?;
     if a.ndim() == 0 {
         launch(
@@ -185,7 +185,7 @@ fn extreme_dim(
         false,
         site,
     )?;
-    autograd::record_if_tracking(&vals, &[a], site, || {
+    autograd::record_if_tracking(&mut vals, &[a], site, |_| {
         formulas::extreme_dim(a, d, keepdim, &idxs, max)
     });
     Ok((vals, idxs))
@@ -388,7 +388,7 @@ fn softmax_impl(
     }
     float_only(name, a)?;
     let d = norm_dim(name, dim, a.ndim())?;
-    let out = Tensor::uninit(a.shape(), a.dtype(), &a.device(), site)?;
+    let mut out = Tensor::uninit(a.shape(), a.dtype(), &a.device(), site)?;
     if a.ndim() == 0 {
         let v = if log { 0.0 } else { 1.0 };
         launch(
@@ -413,6 +413,6 @@ fn softmax_impl(
         false,
         site,
     )?;
-    autograd::record_if_tracking(&out, &[a], site, || formulas::softmax(&out, d, log));
+    autograd::record_if_tracking(&mut out, &[a], site, |out| formulas::softmax(out, d, log));
     Ok(out)
 }

@@ -124,7 +124,7 @@ impl Tensor {
                 self.copy_to(dtype, site)
             };
         }
-        let out = if device.is_cpu() && opts.non_blocking {
+        let mut out = if device.is_cpu() && opts.non_blocking {
             // the copy lands after this returns: in pinned memory, as CUDA
             // needs, and every host read of it waits for the copy
             Tensor::uninit_pinned(self.shape(), dtype, site)?
@@ -133,7 +133,7 @@ impl Tensor {
         };
         transfer_into(&out, self, opts.non_blocking, "to", site)?;
         if dtype.is_float() {
-            autograd::record_if_tracking(&out, &[self], site, || {
+            autograd::record_if_tracking(&mut out, &[self], site, |_| {
                 formulas::identity("ToCopyBackward", self)
             });
         }
@@ -167,7 +167,7 @@ impl Tensor {
         if self.is_pinned() {
             return Ok(self.alias());
         }
-        let out = Tensor::uninit_pinned(self.shape(), self.dtype(), site)?;
+        let mut out = Tensor::uninit_pinned(self.shape(), self.dtype(), site)?;
         super::launch(
             &Kernel::Copy,
             &[super::Out {
@@ -179,7 +179,7 @@ impl Tensor {
             site,
         )?;
         if self.dtype().is_float() {
-            autograd::record_if_tracking(&out, &[self], site, || {
+            autograd::record_if_tracking(&mut out, &[self], site, |_| {
                 formulas::identity("PinMemoryBackward", self)
             });
         }

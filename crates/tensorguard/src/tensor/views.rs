@@ -114,13 +114,13 @@ impl Tensor {
             None => {
                 // a copy, not a view of `self` (PyTorch's `_unsafe_view`)
                 let copy = self.detach().contiguous()?;
-                let out = Tensor::from_parts(
+                let mut out = Tensor::from_parts(
                     Shared::clone(copy.storage()),
                     Layout::contiguous(&shape),
                     self.dtype(),
                     false,
                 );
-                autograd::record_if_tracking(&out, &[self], Location::caller(), || {
+                autograd::record_if_tracking(&mut out, &[self], Location::caller(), |_| {
                     formulas::reshape(self)
                 });
                 Ok(out)

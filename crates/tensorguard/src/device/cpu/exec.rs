@@ -200,7 +200,7 @@ pub(crate) fn execute(
         .skip(usize::from(self_first))
         .zip(&bases)
         .map(|(i, (_, l))| match i.bshape {
-            Some(s) if s != l.shape.as_slice() => Some(l.broadcast_to(s)),
+            Some(s) if !crate::shape::same(s, &l.shape) => Some(l.broadcast_to(s)),
             _ => None,
         })
         .collect();
@@ -367,7 +367,7 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     // an array of `Option<Layout>` would be copied around on every launch)
     let bcast_of = |k: usize| {
         rest.get(k).and_then(|i| match i.bshape {
-            Some(s) if s != i.layout.shape.as_slice() => Some(i.layout.broadcast_to(s)),
+            Some(s) if !crate::shape::same(s, &i.layout.shape) => Some(i.layout.broadcast_to(s)),
             _ => None,
         })
     };

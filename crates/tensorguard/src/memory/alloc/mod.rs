@@ -11,6 +11,7 @@ pub(crate) mod cuda;
 mod history;
 mod pinned;
 mod raw;
+mod recycle;
 mod shared;
 mod snapshot;
 mod stats;

@@ -1,7 +1,8 @@
 //! `Shared<T>`: an atomically counted handle like `std::sync::Arc`, whose
 //! last drop costs one read-modify-write instead of two when no weak handle
-//! exists (Note [One count to drop]), and whose value is built in its
-//! block (Note [Built in place]).
+//! exists (Note [One count to drop]), whose value is built in its block
+//! (Note [Built in place]), and whose blocks are recycled by the thread
+//! that frees them (Note [Recycled blocks], in `recycle.rs`).
 
 use std::alloc::Layout;
 use std::marker::PhantomData;
@@ -108,7 +109,8 @@ impl<T> Shared<T> {
     /// place]).
     #[inline(always)]
     pub(crate) fn slot() -> SharedSlot<T> {
-        SharedSlot(Box::new_uninit())
+        // Note [Recycled blocks]
+        SharedSlot(super::recycle::alloc(Layout::new::<Inner<T>>()).cast())
     }
 
     fn inner(&self) -> &Inner<T> {
@@ -151,6 +153,21 @@ impl<T> Shared<T> {
         this.inner().weak.load(Ordering::Acquire) - 1
     }
 
+    /// The value, mutably, when this is its only handle of either kind (as
+    /// `Arc::get_mut`, with two loads: with no weak handle and no other
+    /// strong one, none can appear while `this` is borrowed mutably).
+    #[inline]
+    pub(crate) fn get_mut(this: &mut Shared<T>) -> Option<&mut T> {
+        let inner = this.inner();
+        if inner.strong.load(Ordering::Acquire) != 1 || inner.weak.load(Ordering::Acquire) != 1 {
+            return None;
+        }
+        // SAFETY: the only handle, borrowed mutably: nothing else reaches
+        // the value (the acquire loads order the other handles' last uses,
+        // as their drops released, before this).
+        Some(unsafe { &mut (*this.ptr.as_ptr()).value })
+    }
+
     /// A weak handle to the value.
     pub(crate) fn downgrade(this: &Shared<T>) -> WeakShared<T> {
         if this.inner().weak.fetch_add(1, Ordering::Relaxed) > MAX_COUNT {
@@ -164,36 +181,45 @@ impl<T> Shared<T> {
     /// # Safety
     /// No handle of either kind may use the block any more.
     unsafe fn free(ptr: NonNull<Inner<T>>) {
-        let layout = Layout::new::<Inner<T>>();
-        // SAFETY: the block was allocated by `Box` with this layout (in
+        // SAFETY: the block came from `recycle::alloc` with this layout (in
         // `Shared::slot`); the caller guarantees no other use.
-        unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), layout) };
+        unsafe { super::recycle::free(ptr.cast(), Layout::new::<Inner<T>>()) };
     }
 }
 
 /// A block allocated by [`Shared::slot`], waiting for its value (freed,
 /// nothing in it dropped, if it is dropped unwritten).
-pub(crate) struct SharedSlot<T>(Box<MaybeUninit<Inner<T>>>);
+pub(crate) struct SharedSlot<T>(NonNull<MaybeUninit<Inner<T>>>);
 
 impl<T> SharedSlot<T> {
     /// Write `value` (and the counts) into the block: the first handle.
     #[inline(always)]
-    pub(crate) fn write(mut self, value: T) -> Shared<T> {
-        let at = self.0.as_mut_ptr();
-        // SAFETY: `at` points into the fresh, unique, aligned block; every
-        // field is written before anything reads it.
+    pub(crate) fn write(self, value: T) -> Shared<T> {
+        let at = self.0.as_ptr().cast::<Inner<T>>();
+        // the block now belongs to the handle, not to the slot
+        std::mem::forget(self);
+        // SAFETY: `at` points into the fresh, unique block, allocated with
+        // `Inner<T>`'s layout; every field is written before anything
+        // reads it.
         unsafe {
             std::ptr::addr_of_mut!((*at).strong).write(AtomicUsize::new(1));
             std::ptr::addr_of_mut!((*at).weak).write(AtomicUsize::new(1));
             std::ptr::addr_of_mut!((*at).value).write(value);
         }
         // the counts and the value are written: the block is an `Inner<T>`
-        let at = Box::into_raw(self.0).cast::<Inner<T>>();
         Shared {
-            // SAFETY: `Box::into_raw` never returns null.
+            // SAFETY: `at` came from a `NonNull`.
             ptr: unsafe { NonNull::new_unchecked(at) },
             _owns: PhantomData,
         }
+    }
+}
+
+impl<T> Drop for SharedSlot<T> {
+    fn drop(&mut self) {
+        // SAFETY: a slot dropped unwritten: nothing in the block to drop,
+        // and nobody else has it.
+        unsafe { Shared::<T>::free(self.0.cast()) };
     }
 }
 
@@ -369,6 +395,35 @@ mod tests {
             assert_eq!(drops.load(Ordering::Relaxed), 1);
             assert!(w.upgrade().is_none());
         }
+    }
+
+    #[test]
+    fn every_op_block_is_recycled() {
+        // Note [Recycled blocks]: what each op makes fits a recycled class
+        fn size<T>() -> usize {
+            let l = Layout::new::<Inner<T>>();
+            assert!(super::super::recycle::class_of(l).is_some());
+            l.size()
+        }
+        let sizes = [
+            size::<crate::device::Storage>(),
+            size::<crate::tensor::TensorImpl>(),
+            size::<crate::autograd::Node>(),
+        ];
+        eprintln!("Storage, TensorImpl, Node blocks: {sizes:?} bytes");
+    }
+
+    #[test]
+    fn get_mut_only_for_the_one_handle() {
+        let mut a = Shared::slot().write(5u32);
+        *Shared::get_mut(&mut a).unwrap() += 1;
+        let b = a.clone();
+        assert!(Shared::get_mut(&mut a).is_none());
+        drop(b);
+        let w = Shared::downgrade(&a);
+        assert!(Shared::get_mut(&mut a).is_none());
+        drop(w);
+        assert_eq!(Shared::get_mut(&mut a).copied(), Some(6));
     }
 
     #[test]
