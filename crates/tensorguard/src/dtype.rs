@@ -406,6 +406,14 @@ fn combine_categories(higher: Option<DType>, lower: Option<DType>) -> Option<DTy
 /// dimensions win over 0-dim tensors, which win over plain numbers, unless a
 /// lower tier has a higher category (bool < integer < float).
 pub(crate) fn result_type(args: &[PromoteArg]) -> DType {
+    // every op on two tensors of one dtype and kind: nothing to promote
+    if let [PromoteArg::Tensor(a), PromoteArg::Tensor(b)]
+    | [PromoteArg::ZeroDim(a), PromoteArg::ZeroDim(b)] = *args
+    {
+        if a == b {
+            return a;
+        }
+    }
     let mut dim: Option<DType> = None;
     let mut zero: Option<DType> = None;
     let mut wrapped: Option<DType> = None;

@@ -241,13 +241,20 @@ pub(crate) fn same(a: &[usize], b: &[usize]) -> bool {
 /// fits (`Dims::from(slice)` pushes element by element).
 #[inline]
 pub(crate) fn dims_of(shape: &[usize]) -> Dims {
-    let n = shape.len();
-    if n <= INLINE_DIMS {
-        let mut dims = [0usize; INLINE_DIMS];
-        dims[..n].copy_from_slice(shape);
-        return Dims::from_buf_and_len(dims, n);
-    }
-    Dims::from_slice(shape)
+    const _: () = assert!(INLINE_DIMS == 6, "one arm per inline length");
+    // one arm per length: fixed-size moves (a copy of a length known only
+    // at run time is a `memcpy` call)
+    let d = match *shape {
+        [] => [0; INLINE_DIMS],
+        [a] => [a, 0, 0, 0, 0, 0],
+        [a, b] => [a, b, 0, 0, 0, 0],
+        [a, b, c] => [a, b, c, 0, 0, 0],
+        [a, b, c, e] => [a, b, c, e, 0, 0],
+        [a, b, c, e, f] => [a, b, c, e, f, 0],
+        [a, b, c, e, f, g] => [a, b, c, e, f, g],
+        _ => return Dims::from_slice(shape),
+    };
+    Dims::from_buf_and_len(d, shape.len())
 }
 
 /// NumPy/PyTorch broadcasting of two shapes.

@@ -305,6 +305,7 @@ impl Storage {
     }
 
     /// `Err(Error::Poisoned)` when a failed kernel wrote this storage.
+    #[inline]
     pub(crate) fn check_poison(&self, used_by: &'static str) -> Result<()> {
         match self.poison.get() {
             Some(p) => Err(p.error(used_by)),
@@ -316,6 +317,7 @@ impl Storage {
     /// ([`check_poison`](Self::check_poison)) and none is lent by this
     /// thread to a closure still running (Note [Lent storages]; the
     /// thread's lends are read once for all of them).
+    #[inline]
     pub(crate) fn check_usable<'a>(
         operands: impl IntoIterator<Item = &'a Storage>,
         used_by: &'static str,
@@ -395,10 +397,20 @@ impl Storage {
     /// Block the host until queued writes to this storage have run (a host
     /// read by `op`); returns a fault raised on that stream, or
     /// [`Error::Poisoned`] when a failed kernel wrote this storage.
+    #[inline]
     pub(crate) fn sync_for_host_read(&self, op: &'static str) -> Result<()> {
         if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
             return self.check_poison(op);
         }
+        self.wait_for_pending_write(op)
+    }
+
+    /// [`sync_for_host_read`](Self::sync_for_host_read) when queued work
+    /// may use the storage (off every host op's path: a call would cost
+    /// more than the check).
+    #[cold]
+    #[inline(never)]
+    fn wait_for_pending_write(&self, op: &'static str) -> Result<()> {
         if let Some((device, stream, seq)) = self.pending_write() {
             backend(&device)?.event_synchronize(stream, seq)?;
         }
@@ -409,10 +421,19 @@ impl Storage {
     /// or writes this host storage has run (a host write, e.g. `add_` on a
     /// pinned tensor whose copy to a device is pending); then
     /// [`Error::Poisoned`] if that work failed writing it.
+    #[inline]
     pub(crate) fn sync_for_host_write(&self, op: &'static str) -> Result<()> {
         if !self.foreign.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.wait_for_uses(op)
+    }
+
+    /// [`sync_for_host_write`](Self::sync_for_host_write) for a storage
+    /// that queued work may use (cold, as `wait_for_pending_write`).
+    #[cold]
+    #[inline(never)]
+    fn wait_for_uses(&self, op: &'static str) -> Result<()> {
         let marks = self.uses.lock().latest.clone();
         for &(device, stream, seq) in &marks {
             if !device.is_cpu() {

@@ -139,6 +139,7 @@ impl Buffer {
 
     /// The bytes as a host slice: host memory, or a device's memory on one
     /// of its own workers; otherwise an error (Note [Opaque device memory]).
+    #[inline]
     pub(crate) fn host_bytes(&self) -> Result<&[u8]> {
         self.check_host_access()?;
         if self.len == 0 {
@@ -155,6 +156,7 @@ impl Buffer {
     }
 
     /// The bytes as a mutable host slice (see [`host_bytes`](Buffer::host_bytes)).
+    #[inline]
     pub(crate) fn host_bytes_mut(&mut self) -> Result<&mut [u8]> {
         self.check_host_access()?;
         if self.len == 0 {
