@@ -175,3 +175,37 @@ fn saved_bytes_count_what_backward_frees() -> Result<()> {
     assert_eq!(autograd::graph_stats().live_nodes, base.live_nodes);
     Ok(())
 }
+
+/// Note [Graph teardown]: a graph far deeper than a small stack is
+/// dropped without recursion, on another thread than the one that made it
+/// (whose counts then go down there: Note [Counts per thread]), and
+/// backward runs through it.
+#[test]
+fn a_deep_graph_is_dropped_without_recursion_on_another_thread() -> Result<()> {
+    let _g = lock();
+    const DEPTH: usize = 50_000;
+    let before = autograd::graph_stats().live_nodes;
+    let one = Tensor::ones([1], DType::F32, &CPU)?;
+    let a = Tensor::ones([1], DType::F32, &CPU)?.requires_grad(true)?;
+    let mut x = a.alias();
+    for _ in 0..DEPTH {
+        x = x.add(&one)?;
+    }
+    assert_eq!(autograd::graph_stats().live_nodes, before + DEPTH as u64);
+    let y = x.mul(&x)?.sum()?;
+    y.backward_with(&Tensor::ones((), DType::F32, &CPU)?, true)?;
+    // d(x^2)/da = 2x, x = 1 + DEPTH
+    assert_eq!(
+        a.grad().expect("a grad").to_vec::<f32>()?,
+        vec![2.0 * (1 + DEPTH) as f32]
+    );
+    // 64 KiB of stack: recursion through 50,000 nodes would overflow it
+    std::thread::Builder::new()
+        .stack_size(64 << 10)
+        .spawn(move || drop((x, y)))
+        .expect("spawn")
+        .join()
+        .expect("the graph is dropped without overflowing the stack");
+    assert_eq!(autograd::graph_stats().live_nodes, before);
+    Ok(())
+}

@@ -164,13 +164,45 @@ pub(crate) struct Node {
     step: u64,
 }
 
+// Note [Graph teardown]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A node holds the nodes of its inputs, so dropping the last handle of a
+// chain's output dropped the whole chain by recursion, one stack frame set
+// per node: a graph 200,000 ops deep (an unrolled recurrence, or a loss
+// summed over a long loop without `.item()`) overflowed the stack and
+// aborted the process. So a node's drop empties its own edges into a list
+// and, for each input node it holds the last handle of
+// (`Shared::get_mut`), moves that node's edges into the list too before
+// letting it go: the nodes are dropped one after the other, the list as
+// long as the graph is wide (PyTorch's `deleteNode` does the same). An
+// input node something else still holds is only released; whoever drops
+// it last tears its own part down the same way.
 impl Drop for Node {
     fn drop(&mut self) {
         stats::node_dropped(self.step);
+        let mut pending: SmallVec<[Shared<Node>; 4]> = SmallVec::new();
+        take_node_edges(&mut self.next, &mut pending);
+        while let Some(mut n) = pending.pop() {
+            if let Some(node) = Shared::get_mut(&mut n) {
+                take_node_edges(&mut node.next, &mut pending);
+            }
+            // with no node edges left, this drop does not recurse
+            drop(n);
+        }
+    }
+}
+
+/// Move the node edges of `next` into `into` (leaf edges are dropped).
+fn take_node_edges(next: &mut SmallVec<[Option<Edge>; 2]>, into: &mut SmallVec<[Shared<Node>; 4]>) {
+    for e in next.drain(..) {
+        if let Some(Edge::Node(n)) = e {
+            into.push(n);
+        }
     }
 }
 
 impl Node {
+    #[inline(always)]
     fn new(
         grad: Grad,
         next: SmallVec<[Option<Edge>; 2]>,
