@@ -192,11 +192,14 @@ impl Drop for Node {
     }
 }
 
-/// Move the node edges of `next` into `into` (leaf edges are dropped).
+/// Move the node edges of `next` into `into` (leaf edges stay).
+#[inline]
 fn take_node_edges(next: &mut SmallVec<[Option<Edge>; 2]>, into: &mut SmallVec<[Shared<Node>; 4]>) {
-    for e in next.drain(..) {
-        if let Some(Edge::Node(n)) = e {
-            into.push(n);
+    for e in next.iter_mut() {
+        if matches!(e, Some(Edge::Node(_))) {
+            if let Some(Edge::Node(n)) = e.take() {
+                into.push(n);
+            }
         }
     }
 }
