@@ -137,6 +137,9 @@ pub fn run_compare(args: &CompareArgs) -> Result<(), String> {
     );
     transfer::set_repeat_policy(before);
     drop(peers);
+    // measured again after the workloads: the best of both (Limits::best_of)
+    say("== limits again");
+    let limits = limits.best_of(compare_limits::measure_all(args.quick, budget.max(0.05))?);
     let report = CompareReport {
         rows: rows?,
         limits,

@@ -26,6 +26,35 @@ pub struct Limits {
     pub threads: usize,
 }
 
+impl Limits {
+    /// The best of two measurements of the same limits: a limit is what
+    /// the machine can do, and on a shared machine one measurement can
+    /// land on a slow moment (the 2-core VM once gave gemm 238 GFLOP/s
+    /// before a run whose matmuls reached 340).
+    pub fn best_of(self, other: Limits) -> Limits {
+        let mut by_size = self.gemm_by_size;
+        for (m, g) in other.gemm_by_size {
+            match by_size.iter_mut().find(|(n, _)| *n == m) {
+                Some((_, best)) => *best = best.max(g),
+                None => by_size.push((m, g)),
+            }
+        }
+        let (gemm_peak_size, gemm_peak_gflops) = by_size
+            .iter()
+            .copied()
+            .fold((0, 0.0), |best, x| if x.1 > best.1 { x } else { best });
+        Limits {
+            memcpy_1t_gbps: self.memcpy_1t_gbps.max(other.memcpy_1t_gbps),
+            memcpy_all_gbps: self.memcpy_all_gbps.max(other.memcpy_all_gbps),
+            memcpy_bytes: self.memcpy_bytes,
+            gemm_peak_gflops,
+            gemm_peak_size,
+            gemm_by_size: by_size,
+            threads: self.threads,
+        }
+    }
+}
+
 /// Measure every limit; `quick` uses small buffers and matrices.
 pub fn measure_all(quick: bool, budget: f64) -> Result<Limits, String> {
     let bytes = if quick { 16 << 20 } else { 256 << 20 };
@@ -99,4 +128,34 @@ pub fn measure_all(quick: bool, budget: f64) -> Result<Limits, String> {
         gemm_by_size: by_size,
         threads,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limits;
+
+    #[test]
+    fn the_best_of_two_measurements_is_kept_per_limit() {
+        let a = Limits {
+            memcpy_1t_gbps: 20.0,
+            memcpy_all_gbps: 30.0,
+            memcpy_bytes: 1 << 28,
+            gemm_peak_gflops: 238.0,
+            gemm_peak_size: 1024,
+            gemm_by_size: vec![(1024, 238.0), (2048, 200.0)],
+            threads: 2,
+        };
+        let b = Limits {
+            memcpy_1t_gbps: 22.0,
+            memcpy_all_gbps: 25.0,
+            gemm_peak_gflops: 340.0,
+            gemm_peak_size: 2048,
+            gemm_by_size: vec![(1024, 230.0), (2048, 340.0)],
+            ..a.clone()
+        };
+        let l = a.best_of(b);
+        assert_eq!((l.memcpy_1t_gbps, l.memcpy_all_gbps), (22.0, 30.0));
+        assert_eq!((l.gemm_peak_size, l.gemm_peak_gflops), (2048, 340.0));
+        assert_eq!(l.gemm_by_size, vec![(1024, 238.0), (2048, 340.0)]);
+    }
 }

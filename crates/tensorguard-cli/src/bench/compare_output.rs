@@ -64,7 +64,7 @@ fn notes(report: &CompareReport) -> Vec<String> {
             report.budget * 250.0
         ),
         format!(
-            "limits measured in this run: memcpy {:.1} GB/s with 1 thread, {:.1} GB/s with {} threads ({} MiB buffers, bytes read + written); gemm called directly {:.1} GFLOP/s (f32, {}x{}). 'tg vs limit' is tensorguard's GB/s (bytes read + written) or GFLOP/s over that limit (the 1-thread memcpy below 1 MiB of traffic, where data in cache can beat it: above 1 there).",
+            "limits measured in this run (the best of a measurement before the workloads and one after): memcpy {:.1} GB/s with 1 thread, {:.1} GB/s with {} threads ({} MiB buffers, bytes read + written); gemm called directly {:.1} GFLOP/s (f32, {}x{}). 'tg vs limit' is tensorguard's GB/s (bytes read + written) or GFLOP/s over that limit (the 1-thread memcpy below 1 MiB of traffic, where data in cache can beat it: above 1 there).",
             l.memcpy_1t_gbps,
             l.memcpy_all_gbps,
             l.threads,
