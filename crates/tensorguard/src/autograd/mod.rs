@@ -170,11 +170,11 @@ pub(crate) struct Node {
 // chain's output dropped the whole chain by recursion, one stack frame set
 // per node: a graph 200,000 ops deep (an unrolled recurrence, or a loss
 // summed over a long loop without `.item()`) overflowed the stack and
-// aborted the process. So a node's drop empties its own edges into a list
-// and, for each input node it holds the last handle of
-// (`Shared::get_mut`), moves that node's edges into the list too before
-// letting it go: the nodes are dropped one after the other, the list as
-// long as the graph is wide (PyTorch's `deleteNode` does the same). An
+// aborted the process. So a node's drop moves its input nodes into a list
+// and, for each one it holds the last handle of (`Shared::get_mut`),
+// moves that node's input nodes into the list too before letting it go:
+// the nodes are dropped one after the other, the list as long as the
+// graph is wide (PyTorch's `deleteNode` does the same). An
 // input node something else still holds is only released; whoever drops
 // it last tears its own part down the same way.
 impl Drop for Node {
