@@ -575,16 +575,22 @@ pub(crate) fn record_if_tracking(
     let next: SmallVec<[Option<Edge>; 2]> = inputs.iter().map(|t| edge_of(t)).collect();
     if next.iter().any(Option::is_some) {
         let node = Node::new(grad(out), next, site);
-        match Shared::get_mut(&mut out.0) {
-            Some(t) => {
-                t.autograd
-                    .get_mut()
-                    .get_or_insert_with(Default::default)
-                    .grad_fn = Some(node);
-                *t.tracked.get_mut() = true;
-            }
-            None => set_grad_fn(out, node),
+        set_fresh_grad_fn(out, node);
+    }
+}
+
+/// [`set_grad_fn`] on an op's new output: without its lock while the op
+/// holds its only handle.
+fn set_fresh_grad_fn(out: &mut Tensor, node: Shared<Node>) {
+    match Shared::get_mut(&mut out.0) {
+        Some(t) => {
+            t.autograd
+                .get_mut()
+                .get_or_insert_with(Default::default)
+                .grad_fn = Some(node);
+            *t.tracked.get_mut() = true;
         }
+        None => set_grad_fn(out, node),
     }
 }
 

@@ -200,8 +200,6 @@ pub fn graph_stats() -> GraphStats {
 #[track_caller]
 pub fn mark_step() {
     *STEP_SITE.lock() = Some(Location::caller());
-    // the order matters little: a node made at the boundary is counted in
-    // one step or the other
     // every thread's count of the current step restarts (Note [Counts per
     // thread]); a node made at the boundary is counted in one step or the
     // other
@@ -314,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn counts_of_a_step_restart_and_threads_sum() {
+    fn a_step_count_restarts_at_a_new_step() {
         let s = Shard::new();
         s.bump_current(7, 2);
         s.bump_current(7, -1);
