@@ -111,13 +111,20 @@ fn recording_a_node_allocates_only_the_node() {
         .requires_grad(true)
         .unwrap();
     let b = Tensor::ones([1], DType::F32, &cpu).unwrap();
-    // the output and the node (recycled blocks), whose formula for a
-    // binary op is held in the node (Note [Formulas in the node]); add's
-    // formula saves no tensor
+    // the output and the node (recycled blocks), whose formula for an
+    // elementwise op is held in the node (Note [Formulas in the node]);
+    // add's formula saves no tensor, exp's saves its output (a handle in
+    // the node, no block)
     assert_eq!(allocations(|| x.add(&b).unwrap()), OUTPUT, "graph add");
     assert_eq!(allocations(|| x.mul(&b).unwrap()), OUTPUT, "graph mul");
+    assert_eq!(allocations(|| x.exp().unwrap()), OUTPUT, "graph exp");
+    assert_eq!(allocations(|| x.relu().unwrap()), OUTPUT, "graph relu");
     // other formulas are a boxed closure: one heap block
-    assert_eq!(allocations(|| x.exp().unwrap()), OUTPUT + 1, "graph exp");
+    assert_eq!(
+        allocations(|| x.clamp(0.0, 1.0).unwrap()),
+        OUTPUT + 1,
+        "graph clamp"
+    );
 }
 
 #[test]

@@ -264,9 +264,6 @@ fn unreachable_grad<T>() -> Result<T> {
 /// Gradients of the elementwise unary ops.
 pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
     use crate::device::kernel::UnaryOp::*;
-    let ain = In::of(a);
-    let sa = unary_reads_input(op).then(|| Saved::new(a));
-    let so = matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out));
     let name = match op {
         Neg => "NegBackward",
         Abs => "AbsBackward",
@@ -277,32 +274,56 @@ pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor
         Sigmoid => "SigmoidBackward",
         Tanh => "TanhBackward",
     };
-    Grad::new(name, move |g, info| {
+    // Note [Formulas in the node]
+    Grad {
+        name,
+        f: Backward::Unary(UnaryGrad {
+            op,
+            ain: In::of(a),
+            sa: unary_reads_input(op).then(|| Saved::new(a)),
+            so: matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out)),
+        }),
+    }
+}
+
+/// What a unary op's backward keeps: its input's shape and dtype, and the
+/// value (input or output) its formula reads.
+pub(crate) struct UnaryGrad {
+    op: crate::device::kernel::UnaryOp,
+    ain: In,
+    sa: Option<Saved>,
+    so: Option<Saved>,
+}
+
+impl UnaryGrad {
+    pub(super) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
+        use crate::device::kernel::UnaryOp::*;
+        let UnaryGrad { op, ain, sa, so } = self;
         let gi = match op {
             Neg => g.neg()?,
             Abs => {
-                let x = saved(&sa, info)?;
+                let x = saved(sa, info)?;
                 let sign = x
                     .gt(0.0)?
                     .to_dtype(x.dtype())?
                     .sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
                 g.mul(&sign)?
             }
-            Relu => g.mul(&saved(&so, info)?.gt(0.0)?)?,
-            Exp => g.mul(saved(&so, info)?)?,
-            Log => g.div(saved(&sa, info)?)?,
-            Sqrt => g.div(&saved(&so, info)?.mul(2.0)?)?,
+            Relu => g.mul(&saved(so, info)?.gt(0.0)?)?,
+            Exp => g.mul(saved(so, info)?)?,
+            Log => g.div(saved(sa, info)?)?,
+            Sqrt => g.div(&saved(so, info)?.mul(2.0)?)?,
             Sigmoid => {
-                let y = saved(&so, info)?;
+                let y = saved(so, info)?;
                 g.mul(y)?.mul(&y.neg()?.add(1.0)?)?
             }
             Tanh => {
-                let y = saved(&so, info)?;
+                let y = saved(so, info)?;
                 g.mul(&y.mul(y)?.neg()?.add(1.0)?)?
             }
         };
         Ok(vec![ain.reduce(&gi)?])
-    })
+    }
 }
 
 /// clamp: the gradient passes where the input was inside the bounds.

@@ -91,17 +91,20 @@ pub(crate) type BackwardFn =
 // Note [Formulas in the node]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A formula is a closure in a `Box`: one more heap block per recorded op,
-// freed with the graph. The elementwise binary ops (the most frequent in a
-// step: bias adds, residuals, the optimizer's arithmetic under autograd)
-// keep their formula's state in the node itself instead
-// (`Backward::Binary`), so recording one makes two blocks (the output's
-// storage and tensor come from the op) plus the node, all recycled (Note
-// [Recycled blocks]). Every other formula stays a closure.
+// freed with the graph. The elementwise ops, binary and unary (the most
+// frequent in a step: bias adds, residuals, activations, the optimizer's
+// arithmetic under autograd), keep their formula's state in the node itself
+// instead (`Backward::Binary`, `Backward::Unary`), so recording one makes
+// two blocks (the output's storage and tensor come from the op) plus the
+// node, all recycled (Note [Recycled blocks]). Every other formula stays a
+// closure. A unary formula's state is smaller than a binary one's, so the
+// node does not grow.
 
-/// A node's formula: a boxed closure, or the state of a binary op's.
+/// A node's formula: a boxed closure, or the state of an elementwise op's.
 pub(crate) enum Backward {
     Boxed(BackwardFn),
     Binary(formulas::BinaryGrad),
+    Unary(formulas::UnaryGrad),
 }
 
 impl Backward {
@@ -110,6 +113,7 @@ impl Backward {
         match self {
             Backward::Boxed(f) => f(g, info),
             Backward::Binary(b) => b.call(g, info),
+            Backward::Unary(u) => u.call(g, info),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::dtype::{result_type, DType, PromoteArg, Scalar, DEFAULT_FLOAT};
 use crate::error::{Error, Result};
 use crate::shape::broadcast_shapes;
 use crate::tensor::Tensor;
+use smallvec::SmallVec;
 
 /// The second operand of a binary op: a tensor (`a.add(&b)`) or a number
 /// (`a.add(1.0)`, `a.mul(2)`). Numbers take part in type promotion like
@@ -251,7 +252,8 @@ fn clamp_impl(
     inplace: bool,
     site: &'static Location<'static>,
 ) -> Result<Tensor> {
-    let mut args = vec![promote_arg(a)];
+    let mut args: SmallVec<[PromoteArg; 3]> = SmallVec::new();
+    args.push(promote_arg(a));
     args.extend(min.map(PromoteArg::Scalar));
     args.extend(max.map(PromoteArg::Scalar));
     let compute = result_type(&args);
