@@ -288,7 +288,9 @@ pub(crate) fn execute(
 /// The common case without staging: one output, at most two other inputs
 /// already in the dtype the kernel reads and not sharing the output's
 /// storage (or a first input that *is* the output). Same locking rule as
-/// [`execute`], with no collections; `None` when the case does not apply.
+/// [`execute`], with no collections: the (at most three) locks are put in
+/// id order by three compare-and-swaps, and the kernel's views are built
+/// in fixed arrays; `None` when the case does not apply.
 fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<Result<()>> {
     let [out] = outs else { return None };
     if out.tdtype != out.want {
@@ -303,51 +305,47 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
                 && i.layout == out.layout
         });
     let rest = &ins[usize::from(self_first)..];
-    if rest.len() > 2
-        || rest
-            .iter()
-            .any(|i| i.tdtype != i.want || i.storage.id() == oid)
+    let (a, b) = match rest {
+        [] => (None, None),
+        [a] => (Some(a), None),
+        [a, b] => (Some(a), Some(b)),
+        _ => return None,
+    };
+    if rest
+        .iter()
+        .any(|i| i.tdtype != i.want || i.storage.id() == oid)
     {
         return None;
     }
-    // distinct input storages, then all locks in id order: Note [Lock order]
-    let mut reads: [Option<&Arg<'_>>; 2] = [None, None];
-    for (k, i) in rest.iter().enumerate() {
-        if !reads[..k]
-            .iter()
-            .flatten()
-            .any(|r| r.storage.id() == i.storage.id())
-        {
-            reads[k] = Some(i);
-        }
+    let aid = a.map_or(u64::MAX, |a| a.storage.id());
+    // a second input on the first one's storage is read under its lock
+    let b_own = b.filter(|b| b.storage.id() != aid);
+    // Note [Lock order]: (id, which) for the output (0, unless fresh) and
+    // each distinct input (1, 2); absent entries sort last
+    let mut order = [
+        (if out.fresh { u64::MAX } else { oid }, 0u8),
+        (aid, 1),
+        (b_own.map_or(u64::MAX, |b| b.storage.id()), 2),
+    ];
+    if order[0].0 > order[1].0 {
+        order.swap(0, 1);
     }
-    let mut order: [(u64, Option<usize>); 3] = [(oid, None), (u64::MAX, None), (u64::MAX, None)];
-    let mut n = 1;
-    for (k, r) in reads.iter().enumerate() {
-        if let Some(r) = r {
-            order[n] = (r.storage.id(), Some(k));
-            n += 1;
-        }
+    if order[1].0 > order[2].0 {
+        order.swap(1, 2);
     }
-    // at most three entries: two compare-and-swaps instead of a sort call
-    for k in 1..n {
-        let mut j = k;
-        while j > 0 && order[j - 1].0 > order[j].0 {
-            order.swap(j - 1, j);
-            j -= 1;
-        }
+    if order[0].0 > order[1].0 {
+        order.swap(0, 1);
     }
     let mut write = None;
-    let mut guards: [Option<(u64, RwLockReadGuard<'_, Buffer>)>; 2] = [None, None];
-    for &(id, slot) in &order[..n] {
-        match slot {
-            None if out.fresh => {}
-            None => write = Some(out.storage.data.write()),
-            Some(k) => {
-                if let Some(r) = reads[k] {
-                    guards[k] = Some((id, r.storage.data.read()));
-                }
-            }
+    let (mut ga, mut gb) = (None, None);
+    for (id, which) in order {
+        if id == u64::MAX {
+            break;
+        }
+        match which {
+            0 => write = Some(out.storage.data.write()),
+            1 => ga = a.map(|a| a.storage.data.read()),
+            _ => gb = b_own.map(|b| b.storage.data.read()),
         }
     }
     let written = match &mut write {
@@ -359,38 +357,48 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         None if out.fresh => unsafe { &mut *out.storage.data.data_ptr() }.host_bytes_mut(),
         None => return None,
     };
-    let write = match written {
-        Ok(w) => w,
-        Err(e) => return Some(Err(e)),
-    };
-    // broadcast layouts, built only for inputs that need one (in place:
-    // an array of `Option<Layout>` would be copied around on every launch)
-    let bcast_of = |k: usize| {
-        rest.get(k).and_then(|i| match i.bshape {
-            Some(s) if !crate::shape::same(s, &i.layout.shape) => Some(i.layout.broadcast_to(s)),
-            _ => None,
-        })
-    };
-    let b0 = bcast_of(0);
-    let b1 = bcast_of(1);
-    let mut kins: SmallVec<[KIn<'_>; 2]> = SmallVec::new();
-    for (k, i) in rest.iter().enumerate() {
-        let id = i.storage.id();
-        let buf = match guards.iter().flatten().find(|g| g.0 == id)?.1.host_bytes() {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e)),
-        };
-        let bcast = if k == 0 { b0.as_ref() } else { b1.as_ref() };
-        kins.push(KIn {
-            buf,
-            layout: bcast.unwrap_or(i.layout),
-            dtype: i.want,
-        });
-    }
     let mut kout = [KOut {
-        buf: write,
+        buf: match written {
+            Ok(w) => w,
+            Err(e) => return Some(Err(e)),
+        },
         layout: out.layout,
         dtype: out.want,
     }];
-    Some(super::run(kernel, &mut kout, &kins, self_first))
+    // an input's view: its locked bytes, its layout broadcast to the
+    // kernel's shape when it needs one (built only then)
+    let bcast = |i: &Arg<'_>| match i.bshape {
+        Some(s) if !crate::shape::same(s, &i.layout.shape) => Some(i.layout.broadcast_to(s)),
+        _ => None,
+    };
+    let Some(a) = a else {
+        return Some(super::run(kernel, &mut kout, &[], self_first));
+    };
+    let abuf = match ga.as_deref().map(Buffer::host_bytes) {
+        Some(Ok(buf)) => buf,
+        Some(Err(e)) => return Some(Err(e)),
+        None => return None,
+    };
+    let al = bcast(a);
+    let ka = KIn {
+        buf: abuf,
+        layout: al.as_ref().unwrap_or(a.layout),
+        dtype: a.want,
+    };
+    let Some(b) = b else {
+        return Some(super::run(kernel, &mut kout, &[ka], self_first));
+    };
+    let bbuf = match gb.as_deref().map(Buffer::host_bytes) {
+        Some(Ok(buf)) => buf,
+        Some(Err(e)) => return Some(Err(e)),
+        // on the first input's storage, under its lock
+        None => abuf,
+    };
+    let bl = bcast(b);
+    let kb = KIn {
+        buf: bbuf,
+        layout: bl.as_ref().unwrap_or(b.layout),
+        dtype: b.want,
+    };
+    Some(super::run(kernel, &mut kout, &[ka, kb], self_first))
 }
