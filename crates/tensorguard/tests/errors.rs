@@ -759,7 +759,7 @@ fn rand_with_int_dtype(dev: &Device) -> Result<()> {
 fn unavailable_devices() -> Result<()> {
     for (dev, why) in [
         (common::missing_cuda(), "not available"),
-        (Device::Emulated(99), "does not exist"),
+        (common::missing_emu(), "does not exist"),
     ] {
         let name = dev.to_string();
         let results: Vec<Result<Tensor>> = vec![

@@ -197,7 +197,7 @@ fn workload(dev: &Device) -> Result<()> {
         Tensor::arange_step(0, 3, 0, dev).unwrap_err(),
         // the first GPU the driver does not report (cuda:0 without CUDA)
         Tensor::zeros([4], DType::F32, &no_gpu).unwrap_err(),
-        Tensor::zeros([4], DType::F32, &Device::Emulated(99)).unwrap_err(),
+        Tensor::zeros([4], DType::F32, &common::missing_emu()).unwrap_err(),
         v.t()?.view([12]).unwrap_err(),
         sc.expand([3])?.add_(1.0).unwrap_err(),
         ar.add_(0.5).unwrap_err(),

@@ -101,6 +101,17 @@ pub fn missing_cuda() -> Device {
     Device::Cuda(device::count(device::DeviceKind::Cuda))
 }
 
+/// An emulated device that does not exist: the one after the last
+/// configured, for what an unknown device says. The emulated devices are
+/// configured first: naming any of them starts them, and a test that did
+/// so before its binary's [`setup_emulated`] (the cpu case of a
+/// `test_device!` running before its emu case) fixed their count at the
+/// default, failing every later `fresh_emu`.
+pub fn missing_emu() -> Device {
+    setup_emulated(EMU_DEVICES);
+    Device::Emulated(device::count(device::DeviceKind::Emulated))
+}
+
 /// Run one device case of [`test_device!`] on `dev`.
 ///
 /// A device that is not available in this build (CUDA today) prints
