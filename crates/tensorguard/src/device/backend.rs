@@ -130,17 +130,8 @@ impl Backend for Cpu {
     fn new_stream(&self) -> Result<StreamId> {
         Ok(0)
     }
-    fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
-        // host storages that an asynchronous transfer still uses: wait for it
-        // (a pinned source being copied, a pinned result being filled);
-        // see Note [Pinned-source guard] and Note [Storage usage marks]
-        for o in l.outs {
-            o.storage.sync_for_host_write(l.op)?;
-        }
-        for i in l.ins {
-            i.storage.sync_for_host_read(l.op)?;
-        }
-        execute(l.kernel, l.outs, l.ins, stream, l.site)?;
+    fn launch(&self, _: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
+        cpu_launch(l.kernel, l.outs, l.ins, l.op, l.site)?;
         Ok(None)
     }
     fn copy(&self, _: StreamId, job: CopyJob) -> Result<Option<u64>> {
@@ -182,6 +173,29 @@ impl Backend for Cpu {
     fn reclaim(&self, _: bool) -> bool {
         false
     }
+}
+
+/// The cpu's launch: `ops::launch` calls it directly (no backend lookup,
+/// no dynamic call on every host op), [`Cpu`]'s `launch` for every other
+/// caller. The kernel runs now, on the calling thread.
+#[inline]
+pub(crate) fn cpu_launch(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+    op: &'static str,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    // host storages that an asynchronous transfer still uses: wait for it
+    // (a pinned source being copied, a pinned result being filled);
+    // see Note [Pinned-source guard] and Note [Storage usage marks]
+    for o in outs {
+        o.storage.sync_for_host_write(op)?;
+    }
+    for i in ins {
+        i.storage.sync_for_host_read(op)?;
+    }
+    execute(kernel, outs, ins, 0, site)
 }
 
 static CPU: LazyLock<Cpu> = LazyLock::new(|| Cpu {

@@ -22,7 +22,7 @@ use std::panic::Location;
 
 use smallvec::SmallVec;
 
-use crate::device::backend::{backend, Launch};
+use crate::device::backend::{backend, cpu_launch, Launch};
 use crate::device::kernel::Arg;
 use crate::device::{current_stream_id, launch_blocking};
 use crate::dtype::{DType, PromoteArg};
@@ -112,63 +112,63 @@ fn launch_impl(
         ));
     };
     let device = first.t.device();
-    for (arg, t) in outs
-        .iter()
-        .skip(1)
-        .map(|o| ("out", o.t))
-        .chain(ins.iter().map(|i| ("input", i.t)))
-    {
-        if t.device() != device {
-            return Err(Error::DeviceMismatch {
-                op: kernel.name(),
-                arg,
-                expected: device,
-                found: t.device(),
-                location: site,
-            });
+    let mismatch = |arg, t: &Tensor| Error::DeviceMismatch {
+        op: kernel.name(),
+        arg,
+        expected: device,
+        found: t.device(),
+        location: site,
+    };
+    for o in &outs[1..] {
+        if o.t.device() != device {
+            return Err(mismatch("out", o.t));
+        }
+    }
+    for i in ins {
+        if i.t.device() != device {
+            return Err(mismatch("input", i.t));
         }
     }
     // memory written by a failed kernel is never read, nor written again
     // (a kernel already queued that reads it poisons its outputs instead)
     // nor used from inside a closure it is lent to (Note [Lent storages])
     let op = op_name(kernel, inplace);
-    let operands = outs.iter().map(|o| o.t).chain(ins.iter().map(|i| i.t));
-    crate::device::Storage::check_usable(operands.map(|t| &**t.storage()), op)?;
+    crate::device::Storage::check_usable(outs.iter().map(|o| &**o.t.storage()), op)?;
+    crate::device::Storage::check_usable(ins.iter().map(|i| &**i.t.storage()), op)?;
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
-    // pushed into place: a collected SmallVec is built, then copied out
-    let mut o: SmallVec<[Arg<'_>; 2]> = SmallVec::new();
-    for x in outs {
-        o.push(arg_of(x.t, x.dtype, None, new_outputs && x.t.is_unique()));
-    }
-    let mut i: SmallVec<[Arg<'_>; 3]> = SmallVec::new();
-    for x in ins {
-        i.push(arg_of(x.t, x.dtype, x.bshape, false));
-    }
-    let b = backend(&device)?;
-    let stream = current_stream_id(&device);
-    let queued = b.launch(
-        stream,
-        Launch {
-            kernel,
-            outs: &o,
-            ins: &i,
-            op,
-            site,
-            timing: &|s| prof.as_ref().and_then(|p| p.device_timing(s)),
-        },
-    )?;
-    if let Some(seq) = queued {
-        // Note [Storage usage marks]
-        for o in outs {
-            o.t.storage().record_use(device, stream, seq, true);
+    with_args(outs, ins, new_outputs, |o, i| {
+        if device.is_cpu() {
+            // run now, on this thread: no backend lookup, no stream,
+            // nothing queued
+            return cpu_launch(kernel, o, i, op, site);
         }
-        for i in ins {
-            i.t.storage().record_use(device, stream, seq, false);
+        let b = backend(&device)?;
+        let stream = current_stream_id(&device);
+        let queued = b.launch(
+            stream,
+            Launch {
+                kernel,
+                outs: o,
+                ins: i,
+                op,
+                site,
+                timing: &|s| prof.as_ref().and_then(|p| p.device_timing(s)),
+            },
+        )?;
+        if let Some(seq) = queued {
+            // Note [Storage usage marks]
+            for o in outs {
+                o.t.storage().record_use(device, stream, seq, true);
+            }
+            for i in ins {
+                i.t.storage().record_use(device, stream, seq, false);
+            }
+            if launch_blocking() {
+                b.event_synchronize(stream, seq)?;
+            }
         }
-        if launch_blocking() {
-            b.event_synchronize(stream, seq)?;
-        }
-    }
+        Ok(())
+    })?;
     if inplace {
         for o in outs {
             o.t.storage().bump_version(site);
@@ -176,6 +176,31 @@ fn launch_impl(
     }
     drop(prof);
     Ok(())
+}
+
+/// Calls `f` with the kernel's view of `outs` and `ins`, built in fixed
+/// arrays for the common arities (a SmallVec's pushes cost more than the
+/// launch's checks together); an output is fresh when `new_outputs` and
+/// it is unique (Note [Fresh outputs]).
+#[inline(always)]
+fn with_args<'a, R>(
+    outs: &[Out<'a>],
+    ins: &[In<'a>],
+    new_outputs: bool,
+    f: impl FnOnce(&[Arg<'a>], &[Arg<'a>]) -> R,
+) -> R {
+    let out_arg = |x: &Out<'a>| arg_of(x.t, x.dtype, None, new_outputs && x.t.is_unique());
+    let in_arg = |x: &In<'a>| arg_of(x.t, x.dtype, x.bshape, false);
+    match (outs, ins) {
+        ([o], []) => f(&[out_arg(o)], &[]),
+        ([o], [a]) => f(&[out_arg(o)], &[in_arg(a)]),
+        ([o], [a, b]) => f(&[out_arg(o)], &[in_arg(a), in_arg(b)]),
+        _ => {
+            let o: SmallVec<[Arg<'a>; 2]> = outs.iter().map(out_arg).collect();
+            let i: SmallVec<[Arg<'a>; 3]> = ins.iter().map(in_arg).collect();
+            f(&o, &i)
+        }
+    }
 }
 
 /// The kernel's view of operand `t`, read or written as `want`.

@@ -365,12 +365,8 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         layout: out.layout,
         dtype: out.want,
     }];
-    // an input's view: its locked bytes, its layout broadcast to the
-    // kernel's shape when it needs one (built only then)
-    let bcast = |i: &Arg<'_>| match i.bshape {
-        Some(s) if !crate::shape::same(s, &i.layout.shape) => Some(i.layout.broadcast_to(s)),
-        _ => None,
-    };
+    // an input's view: its locked bytes and layout (broadcast ones are
+    // built out of line, below)
     let Some(a) = a else {
         return Some(super::run(kernel, &mut kout, &[], self_first));
     };
@@ -379,13 +375,15 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         Some(Err(e)) => return Some(Err(e)),
         None => return None,
     };
-    let al = bcast(a);
     let ka = KIn {
         buf: abuf,
-        layout: al.as_ref().unwrap_or(a.layout),
+        layout: a.layout,
         dtype: a.want,
     };
     let Some(b) = b else {
+        if needs_broadcast(a) {
+            return Some(run_broadcast(kernel, &mut kout, [ka], [a], self_first));
+        }
         return Some(super::run(kernel, &mut kout, &[ka], self_first));
     };
     let bbuf = match gb.as_deref().map(Buffer::host_bytes) {
@@ -394,11 +392,50 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         // on the first input's storage, under its lock
         None => abuf,
     };
-    let bl = bcast(b);
     let kb = KIn {
         buf: bbuf,
-        layout: bl.as_ref().unwrap_or(b.layout),
+        layout: b.layout,
         dtype: b.want,
     };
+    if needs_broadcast(a) || needs_broadcast(b) {
+        return Some(run_broadcast(
+            kernel,
+            &mut kout,
+            [ka, kb],
+            [a, b],
+            self_first,
+        ));
+    }
     Some(super::run(kernel, &mut kout, &[ka, kb], self_first))
+}
+
+/// Whether the kernel reads `arg` broadcast to a larger shape.
+#[inline]
+fn needs_broadcast(arg: &Arg<'_>) -> bool {
+    arg.bshape
+        .is_some_and(|s| !crate::shape::same(s, &arg.layout.shape))
+}
+
+/// [`super::run`] with the inputs read through their broadcast layouts
+/// (out of line: every same-shape op would carry the layouts otherwise).
+#[inline(never)]
+fn run_broadcast<const N: usize>(
+    kernel: &Kernel,
+    kout: &mut [KOut<'_>],
+    kins: [KIn<'_>; N],
+    args: [&Arg<'_>; N],
+    self_first: bool,
+) -> Result<()> {
+    let layouts: [Option<Layout>; N] = std::array::from_fn(|k| {
+        let a = args[k];
+        a.bshape
+            .filter(|_| needs_broadcast(a))
+            .map(|s| a.layout.broadcast_to(s))
+    });
+    let kins: [KIn<'_>; N] = std::array::from_fn(|k| KIn {
+        buf: kins[k].buf,
+        layout: layouts[k].as_ref().unwrap_or(kins[k].layout),
+        dtype: kins[k].dtype,
+    });
+    super::run(kernel, kout, &kins, self_first)
 }
