@@ -576,7 +576,12 @@ pub(crate) fn record_if_tracking(
         return;
     }
     // not views: an edge exists exactly when `is_requires_grad` holds
-    let next: SmallVec<[Option<Edge>; 2]> = inputs.iter().map(|t| edge_of(t)).collect();
+    // built in place for the common arities (an iterator's collect costs
+    // more than the edges)
+    let next: SmallVec<[Option<Edge>; 2]> = match inputs {
+        [a, b] => SmallVec::from_buf([edge_of(a), edge_of(b)]),
+        _ => inputs.iter().map(|t| edge_of(t)).collect(),
+    };
     if next.iter().any(Option::is_some) {
         let node = Node::new(grad(out), next, site);
         set_fresh_grad_fn(out, node);
