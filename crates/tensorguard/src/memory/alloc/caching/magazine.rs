@@ -1,10 +1,11 @@
 //! Per-thread caches of recently freed small blocks ("magazines"): the
 //! allocator's fast path. See Note [Thread caches] in the parent module.
 //!
-//! Each (thread, allocator) pair has one [`Slot`]: a one-word lock that
-//! only its thread takes on the fast path (uncontended), and that the
-//! allocator takes, holding its own lock, to drain the magazine
-//! (`Magazines::drain`).
+//! Each (thread, allocator) pair has one [`Slot`]: the magazine and the
+//! two flags of a handshake (Note [Asymmetric slot lock]) that its thread
+//! raises without a read-modify-write on the fast path, and that a drain
+//! (`Magazines::drain`, holding the allocator's lock) raises with a heavy
+//! fence.
 //! A slot lives in the thread's `SLOTS` and in the allocator's registry; a
 //! slot whose thread exited is drained and dropped by the next drain or
 //! registration.
@@ -77,63 +78,130 @@ impl Magazine {
 // A slot is touched on every hit by its thread alone, so it must share no
 // cache line with anything another thread writes: two threads' slots (or a
 // slot and another thread's tensors) that the system allocator happened to
-// place side by side made every hit's `swap` wait for the line, and two
+// place side by side made every hit wait for the line (its lock's `swap`, then), and two
 // threads then allocated no faster than one (1.0-1.1x, run to run, against
 // 1.8-2.2x when placed apart). A slot is aligned to 128 bytes (a line and
 // the one the prefetcher pairs with it) and holds its blocks inline.
 
-/// One thread's magazine of one allocator, behind a one-word lock: its
-/// thread takes it with one `swap` and releases it with a plain store (a
-/// `Mutex` costs two read-modify-writes, most of a hit's time); a drain on
-/// another thread spins for it, briefly, since the owner holds it only for
-/// a push or a pop. Aligned apart from everything else: Note [Slots
-/// apart].
+// Note [Asymmetric slot lock]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A slot's magazine is used by its thread on every small allocation and
+// free, and by a drain (any thread, holding the allocator's lock and its
+// registry's) rarely: stats, peaks, empty_cache, OOM, exited threads. A
+// lock taken with a `swap` costs its thread a read-modify-write on every
+// use (two per op: the output's block taken, the previous one put back).
+// Instead the slot holds two flags, a Dekker handshake:
+//   owner: owner_in := true; fence; if drain_in { back off } ... use ...;
+//          owner_in := false (release)
+//   drain: drain_in := true; fence; wait until !owner_in ... drain ...;
+//          drain_in := false (release)
+// Both fences must be full barriers for the handshake to hold (each side
+// must see the other's flag, or the other must see its own). The owner's
+// is only a compiler fence when the drain's is `membarrier(PRIVATE_
+// EXPEDITED)` (`fence.rs`), which runs a full barrier on every running
+// thread of the process before it returns: an owner whose store was not
+// yet visible has then either made it visible or not yet loaded
+// `drain_in`, and will see it raised. Without that call (not Linux, an old
+// kernel, a seccomp filter), both sides raise their flag with a
+// sequentially consistent swap: one RMW per use, as the lock was. A drain
+// announces itself on every slot that may hold anything (`stocked`, a
+// hint its thread keeps) and pays one system call for all of them; a
+// stale `stocked` read as false means the thread's last free races with
+// the drain, and the drain may then be ordered first. A thread never
+// drains while it uses its own magazine (no op runs inside one), so it
+// never waits for itself.
+
+/// One thread's magazine of one allocator and the flags of its handshake
+/// (Note [Asymmetric slot lock]). Aligned apart from everything else:
+/// Note [Slots apart].
 #[repr(align(128))]
 pub(super) struct Slot {
-    locked: AtomicBool,
+    /// The slot's thread is using the magazine (written by it alone).
+    owner_in: AtomicBool,
+    /// A drain holds, or is about to hold, the magazine (written by drains,
+    /// one at a time: they hold the registry's lock).
+    drain_in: AtomicBool,
+    /// The magazine may hold blocks or hits (written by its thread after
+    /// each use, reset by a drain): a drain skips a slot without them.
+    stocked: AtomicBool,
     magazine: UnsafeCell<Magazine>,
 }
 
-// SAFETY: the magazine is only reached through `Slot::lock`, whose guard
-// gives one thread at a time access (the `locked` flag: acquire on lock,
-// release on unlock), and a `Magazine` may move between threads (`Send`).
+// SAFETY: the magazine is only reached through `Slot::own` (its thread)
+// and `Slot::drained` (a drain), which exclude each other by the handshake
+// of Note [Asymmetric slot lock]: each publishes its accesses with a
+// release store of its flag and observes the other's with acquire loads.
+// A `Magazine` may move between threads (`Send`).
 unsafe impl Sync for Slot {}
 
 impl Slot {
     fn new() -> Self {
         Slot {
-            locked: AtomicBool::new(false),
+            owner_in: AtomicBool::new(false),
+            drain_in: AtomicBool::new(false),
+            stocked: AtomicBool::new(false),
             magazine: UnsafeCell::new(Magazine::default()),
         }
     }
 
+    /// The magazine, for the slot's own thread.
     #[inline]
-    fn lock(&self) -> SlotGuard<'_> {
-        let mut spins = 0u32;
-        while self.locked.swap(true, Ordering::Acquire) {
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    // the holder was preempted: let it run
-                    std::thread::yield_now();
-                }
+    fn own(&self) -> SlotGuard<'_> {
+        loop {
+            super::fence::raise_light(&self.owner_in);
+            if !self.drain_in.load(Ordering::SeqCst) {
+                return SlotGuard(self);
             }
+            // a drain is in: step back and let it finish
+            self.owner_in.store(false, Ordering::Release);
+            wait_while(&self.drain_in);
         }
-        SlotGuard(self)
+    }
+
+    /// Runs `f` on the magazine of a slot whose drain was announced
+    /// (`fence::announce` on its `drain_in`), or whose thread has exited,
+    /// once its thread is out of it; then marks it empty and ends the drain.
+    /// The caller holds the registry's lock.
+    fn drained(&self, f: impl FnOnce(&mut Magazine)) {
+        wait_while(&self.owner_in);
+        // SAFETY: the drain was announced and the owner is out (Note
+        // [Asymmetric slot lock]), or the owner exited and can no longer
+        // reach the slot: until `drain_in` is lowered below, the owner backs
+        // off before touching the magazine, and other drains wait for the
+        // registry's lock (held by the caller), so this is the only
+        // reference. The acquire load of `owner_in` above saw the owner's
+        // release of it after its last use.
+        f(unsafe { &mut *self.magazine.get() });
+        self.stocked.store(false, Ordering::Relaxed);
+        self.drain_in.store(false, Ordering::Release);
     }
 }
 
-/// Exclusive access to a slot's magazine until dropped.
+/// Spins while `flag` is raised (the other side holds the magazine for a
+/// push, a pop or a drain: briefly), yielding after a while in case its
+/// holder was preempted.
+fn wait_while(flag: &AtomicBool) {
+    let mut spins = 0u32;
+    while flag.load(Ordering::Acquire) {
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The slot's thread's use of its magazine, until dropped.
 struct SlotGuard<'a>(&'a Slot);
 
 impl std::ops::Deref for SlotGuard<'_> {
     type Target = Magazine;
     #[inline]
     fn deref(&self) -> &Magazine {
-        // SAFETY: the guard holds the slot's lock, so no other reference
-        // to the magazine exists while it lives.
+        // SAFETY: the guard's thread is in the slot and no drain is
+        // (`Slot::own`), so no other reference to the magazine exists
+        // while it lives.
         unsafe { &*self.0.magazine.get() }
     }
 }
@@ -149,7 +217,11 @@ impl std::ops::DerefMut for SlotGuard<'_> {
 impl Drop for SlotGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.locked.store(false, Ordering::Release);
+        let stocked = !self.blocks.is_empty() || self.hits.0 != 0;
+        if self.0.stocked.load(Ordering::Relaxed) != stocked {
+            self.0.stocked.store(stocked, Ordering::Relaxed);
+        }
+        self.0.owner_in.store(false, Ordering::Release);
     }
 }
 
@@ -190,7 +262,7 @@ impl Magazines {
             .try_with(|s| {
                 let s = s.try_borrow().ok()?;
                 let (_, slot) = s.iter().find(|(id, _)| *id == self.id)?;
-                let mut m = slot.lock();
+                let mut m = slot.own();
                 Some(f(&mut m))
             })
             .ok()
@@ -226,18 +298,40 @@ impl Magazines {
 
     fn drain_where(&self, g: &mut Inner, which: impl Fn(&Arc<Slot>) -> bool) {
         let mut slots = self.slots.lock();
-        slots.retain(|slot| {
-            if !which(slot) {
-                return true;
-            }
-            let mut m = slot.lock();
+        let mut empty = |m: &mut Magazine| {
             g.add_magazine_hits(m.hits);
             m.hits = (0, 0, 0);
             for a in m.blocks.drain(..) {
                 g.deactivate(a.block);
             }
-            // only the registry holds it: its thread exited
-            Arc::strong_count(slot) > 1
+        };
+        // Note [Asymmetric slot lock]: announced on every chosen slot that
+        // may hold anything, one heavy fence for all
+        {
+            let chosen: SmallVec<[&Arc<Slot>; 8]> = slots
+                .iter()
+                .filter(|s| {
+                    which(s) && Arc::strong_count(s) > 1 && s.stocked.load(Ordering::Relaxed)
+                })
+                .collect();
+            if !chosen.is_empty() {
+                super::fence::announce(chosen.iter().map(|s| &s.drain_in));
+                for slot in chosen {
+                    slot.drained(&mut empty);
+                }
+            }
+        }
+        // slots of exited threads (only the registry holds them, and their
+        // thread can no longer reach them: no fence needed) are emptied,
+        // also of what a thread put after the pass above before it
+        // exited, and dropped
+        slots.retain(|slot| {
+            if !which(slot) || Arc::strong_count(slot) > 1 {
+                return true;
+            }
+            slot.drain_in.store(true, Ordering::Relaxed);
+            slot.drained(&mut empty);
+            false
         });
     }
 
@@ -394,6 +488,64 @@ mod tests {
         assert_eq!(s.segment.all.current, 2);
         a.free(y);
         a.free(z);
+    }
+
+    /// Note [Asymmetric slot lock]: drains on another thread (stats,
+    /// empty_cache) racing with a thread's allocations and frees through
+    /// its magazine lose no block and no hit, and never see more live
+    /// blocks than there are.
+    #[test]
+    fn drains_racing_with_a_thread_lose_no_block_or_hit() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (a, raw) = host(None);
+        let a = Arc::new(a);
+        const ROUNDS: usize = 50_000;
+        let stop = Arc::new(AtomicBool::new(false));
+        let drainer = {
+            let (a, stop) = (Arc::clone(&a), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut drains = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let s = a.stats();
+                    assert!(
+                        s.allocation.all.current <= 2,
+                        "{}",
+                        s.allocation.all.current
+                    );
+                    if drains.is_multiple_of(2) {
+                        a.empty_cache();
+                    }
+                    drains += 1;
+                }
+                drains
+            })
+        };
+        let worker = {
+            let a = Arc::clone(&a);
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let x = alloc_at_one_site(&a, KIB, 0);
+                    let y = alloc_at_one_site(&a, 2 * KIB, 0);
+                    a.free(x);
+                    a.free(y);
+                }
+            })
+        };
+        worker.join().expect("no panic");
+        stop.store(true, Ordering::Relaxed);
+        let drains = drainer.join().expect("no panic");
+        assert!(drains > 0);
+        let s = a.stats();
+        assert_eq!(s.allocation.all.current, 0);
+        assert_eq!(s.allocation.all.allocated, 2 * ROUNDS as i64);
+        assert_eq!(s.allocation.all.freed, 2 * ROUNDS as i64);
+        assert_eq!(
+            s.allocated_bytes.all.allocated,
+            ROUNDS as i64 * 3 * KIB as i64
+        );
+        assert!(s.allocation.all.peak <= 2, "{}", s.allocation.all.peak);
+        a.empty_cache();
+        assert_eq!(raw.used(), 0);
     }
 
     #[test]

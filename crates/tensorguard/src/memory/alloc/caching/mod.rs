@@ -82,8 +82,8 @@ pub(crate) use snapshot::{BlockState, PoolKind};
 // (8) small-pool blocks it freed (`magazine`). A free goes there instead of
 // into the cache; an allocation first takes a block from it that was
 // freed with the same stream, the same requested bytes and the same call
-// site, without the allocator's lock (the slot's own one-word lock is
-// uncontended).
+// site, without the allocator's lock and, where `membarrier` is
+// available, without any read-modify-write (Note [Asymmetric slot lock]).
 // The invariant: a block in a magazine is still *allocated* in the
 // bookkeeping (`Inner`), with the size, requested bytes, stream and site
 // of its last allocation, and nothing else reads it. So a magazine hit
@@ -579,6 +579,7 @@ impl Drop for CachingAllocator {
 }
 
 mod blocks;
+mod fence;
 mod magazine;
 mod snapshot;
 mod summary;
