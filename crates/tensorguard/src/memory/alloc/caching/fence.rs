@@ -76,10 +76,12 @@ pub(super) fn announce<'a>(flags: impl Iterator<Item = &'a AtomicBool>) {
             f.swap(true, Ordering::SeqCst);
         }
     }
+    // the flags' stores before the loads of the owners' marks that follow,
+    // on this side in either protocol
+    fence(Ordering::SeqCst);
     if expedited {
-        fence(Ordering::SeqCst);
         let r = sys_barrier();
-        // Registered at startup (`expedited`), the call cannot fail: its
+        // Registered on first use (`expedited`), the call cannot fail: its
         // only error is EPERM for an unregistered process. Were it to fail,
         // the owners' compiler fences would not order their marks and the
         // handshake would be unsound: stop rather than read a magazine in use.

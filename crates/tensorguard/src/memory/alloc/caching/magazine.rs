@@ -169,8 +169,8 @@ impl Slot {
         // reach the slot: until `drain_in` is lowered below, the owner backs
         // off before touching the magazine, and other drains wait for the
         // registry's lock (held by the caller), so this is the only
-        // reference. The acquire load of `owner_in` above saw the owner's
-        // release of it after its last use.
+        // reference. The load of `owner_in` above saw the owner's release
+        // of it after its last use.
         f(unsafe { &mut *self.magazine.get() });
         self.stocked.store(false, Ordering::Relaxed);
         self.drain_in.store(false, Ordering::Release);
@@ -179,10 +179,13 @@ impl Slot {
 
 /// Spins while `flag` is raised (the other side holds the magazine for a
 /// push, a pop or a drain: briefly), yielding after a while in case its
-/// holder was preempted.
+/// holder was preempted. Sequentially consistent loads: in the protocol
+/// without `membarrier`, the handshake's loads must take part in the
+/// single order of its swaps (an acquire load may pass a preceding
+/// release on weakly ordered machines).
 fn wait_while(flag: &AtomicBool) {
     let mut spins = 0u32;
-    while flag.load(Ordering::Acquire) {
+    while flag.load(Ordering::SeqCst) {
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
