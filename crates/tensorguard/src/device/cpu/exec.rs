@@ -199,10 +199,7 @@ pub(crate) fn execute(
         .iter()
         .skip(usize::from(self_first))
         .zip(&bases)
-        .map(|(i, (_, l))| match i.bshape {
-            Some(s) if !crate::shape::same(s, &l.shape) => Some(l.broadcast_to(s)),
-            _ => None,
-        })
+        .map(|(i, (_, l))| broadcast_layout(i.bshape, l))
         .collect();
     let kins: SmallVec<[KIn<'_>; 3]> = ins
         .iter()
@@ -412,8 +409,21 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
 /// Whether the kernel reads `arg` broadcast to a larger shape.
 #[inline]
 fn needs_broadcast(arg: &Arg<'_>) -> bool {
-    arg.bshape
-        .is_some_and(|s| !crate::shape::same(s, &arg.layout.shape))
+    reads_broadcast(arg.bshape, arg.layout)
+}
+
+/// Whether an operand of `layout` read as `bshape` is broadcast (read in a
+/// shape other than its own).
+#[inline]
+fn reads_broadcast(bshape: Option<&[usize]>, layout: &Layout) -> bool {
+    bshape.is_some_and(|s| !crate::shape::same(s, &layout.shape))
+}
+
+/// `layout` broadcast to `bshape` when the operand is read broadcast.
+fn broadcast_layout(bshape: Option<&[usize]>, layout: &Layout) -> Option<Layout> {
+    bshape
+        .filter(|_| reads_broadcast(bshape, layout))
+        .map(|s| layout.broadcast_to(s))
 }
 
 /// [`super::run`] with the inputs read through their broadcast layouts
@@ -426,12 +436,8 @@ fn run_broadcast<const N: usize>(
     args: [&Arg<'_>; N],
     self_first: bool,
 ) -> Result<()> {
-    let layouts: [Option<Layout>; N] = std::array::from_fn(|k| {
-        let a = args[k];
-        a.bshape
-            .filter(|_| needs_broadcast(a))
-            .map(|s| a.layout.broadcast_to(s))
-    });
+    let layouts: [Option<Layout>; N] =
+        std::array::from_fn(|k| broadcast_layout(args[k].bshape, args[k].layout));
     let kins: [KIn<'_>; N] = std::array::from_fn(|k| KIn {
         buf: kins[k].buf,
         layout: layouts[k].as_ref().unwrap_or(kins[k].layout),
