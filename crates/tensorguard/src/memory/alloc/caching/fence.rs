@@ -108,13 +108,25 @@ fn sys_barrier() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    /// On Linux with a kernel of 4.14 or newer and no seccomp filter
-    /// refusing it, the expedited barrier is registered; either way the
-    /// decision is made once and kept.
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The protocol is decided once and kept; on Linux it is the one the
+    /// kernel offers (registering again succeeds exactly when it is
+    /// supported and allowed); and a drain's announcement raises every flag
+    /// it is given, in the protocol chosen (with `membarrier`, the call
+    /// returning is checked: a failure aborts).
     #[test]
-    fn the_protocol_is_decided_once() {
+    fn the_protocol_is_decided_once_and_announce_raises_every_flag() {
         let first = super::expedited();
         assert_eq!(super::expedited(), first);
+        #[cfg(target_os = "linux")]
+        assert_eq!(super::register(), first);
         println!("membarrier expedited: {first}");
+        let flags = [AtomicBool::new(false), AtomicBool::new(false)];
+        super::announce(flags.iter());
+        assert!(flags.iter().all(|f| f.load(Ordering::SeqCst)));
+        let owner = AtomicBool::new(false);
+        super::raise_light(&owner);
+        assert!(owner.load(Ordering::SeqCst));
     }
 }
