@@ -11,6 +11,7 @@ pub(crate) mod cuda;
 mod emulated;
 pub(crate) mod kernel;
 pub(crate) mod storage;
+pub(crate) mod storage_lock;
 mod stream;
 
 pub use backend::launch_blocking;

@@ -19,6 +19,7 @@
 //! ```
 
 pub(crate) mod alloc;
+pub(crate) mod fence;
 mod watch;
 
 use std::path::Path;

@@ -480,6 +480,10 @@ fn move_bytes(
         let seq = backend(&ddev)?.record_event(dst_stream);
         b.stream_wait_event(stream, &ddev, dst_stream, seq)?;
     }
+    // the copy's stream locks host memory too: a host storage's lock is
+    // shared before the copy is queued (Note [Biased storage lock])
+    landing.storage().data.share();
+    packed.storage().data.share();
     let esize = wire.size_in_bytes();
     let job = CopyJob {
         dst: CopyEnd {

@@ -2,18 +2,18 @@
 
 use std::panic::Location;
 
-use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
 
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
+use crate::device::storage_lock::{ReadGuard, WriteGuard};
 use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
 use crate::shape::Layout;
 
 enum Guard<'a> {
-    R(RwLockReadGuard<'a, Buffer>),
-    W(RwLockWriteGuard<'a, Buffer>),
+    R(ReadGuard<'a>),
+    W(WriteGuard<'a>),
 }
 
 impl Guard<'_> {

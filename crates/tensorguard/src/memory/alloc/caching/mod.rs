@@ -579,7 +579,6 @@ impl Drop for CachingAllocator {
 }
 
 mod blocks;
-mod fence;
 mod magazine;
 mod snapshot;
 mod summary;

@@ -1,9 +1,12 @@
-//! Asymmetric fences for the magazines' slot handshake (Note [Asymmetric
-//! slot lock] in `magazine.rs`): the frequent side (a thread using its own
-//! magazine) pays a compiler fence, the rare side (a drain) a system call
-//! that runs a full memory barrier on every thread of the process.
+//! Asymmetric fences for the handshakes where one thread is frequent and
+//! the others rare: a magazine's slot (Note [Asymmetric slot lock] in
+//! `alloc/caching/magazine.rs`) and a storage's biased lock (Note [Biased
+//! storage lock] in `device/storage_lock.rs`). The frequent side (a thread
+//! using its own magazine or storage) pays a compiler fence, the rare side
+//! (a drain, another thread) a system call that runs a full memory barrier
+//! on every thread of the process.
 
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// Whether `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is registered for
@@ -14,7 +17,7 @@ static EXPEDITED: OnceLock<bool> = OnceLock::new();
 /// Whether the heavy fence is the system call (else both sides use
 /// sequentially consistent read-modify-writes).
 #[inline]
-pub(super) fn expedited() -> bool {
+pub(crate) fn expedited() -> bool {
     *EXPEDITED.get_or_init(register)
 }
 
@@ -53,7 +56,7 @@ fn register() -> bool {
 /// The owner's side: raise `flag` (its "in use" mark) and order that store
 /// before the loads that follow, against a drain's [`announce`].
 #[inline]
-pub(super) fn raise_light(flag: &AtomicBool) {
+pub(crate) fn raise_light(flag: &AtomicBool) {
     if expedited() {
         flag.store(true, Ordering::Relaxed);
         // the store may still sit in this core's store buffer: a drain's
@@ -64,10 +67,24 @@ pub(super) fn raise_light(flag: &AtomicBool) {
     }
 }
 
+/// The owner's side for a count: store `value` into `mark` (how many holds
+/// its thread has) and order that store before the loads that follow,
+/// against another thread's [`heavy`] fence. Only the owner writes `mark`.
+#[inline]
+pub(crate) fn store_light(mark: &AtomicU32, value: u32) {
+    if expedited() {
+        mark.store(value, Ordering::Relaxed);
+        // as in `raise_light`
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    } else {
+        mark.swap(value, Ordering::SeqCst);
+    }
+}
+
 /// A drain's side: raise the `flags` (each slot's "drain in progress"
 /// mark), then one heavy fence for all of them, after which every owner
 /// either sees its flag or has its own "in use" mark visible here.
-pub(super) fn announce<'a>(flags: impl Iterator<Item = &'a AtomicBool>) {
+pub(crate) fn announce<'a>(flags: impl Iterator<Item = &'a AtomicBool>) {
     let expedited = expedited();
     for f in flags {
         if expedited {
@@ -76,10 +93,18 @@ pub(super) fn announce<'a>(flags: impl Iterator<Item = &'a AtomicBool>) {
             f.swap(true, Ordering::SeqCst);
         }
     }
-    // the flags' stores before the loads of the owners' marks that follow,
+    heavy();
+}
+
+/// The rare side's fence, after its own mark was stored (with a
+/// sequentially consistent read-modify-write when not [`expedited`]):
+/// afterwards every owner either sees that mark or has its own mark,
+/// stored with [`raise_light`] or [`store_light`], visible here.
+pub(crate) fn heavy() {
+    // the marks' stores before the loads of the owners' marks that follow,
     // on this side in either protocol
     fence(Ordering::SeqCst);
-    if expedited {
+    if expedited() {
         let r = sys_barrier();
         // Registered on first use (`expedited`), the call cannot fail: its
         // only error is EPERM for an unregistered process. Were it to fail,
@@ -87,7 +112,7 @@ pub(super) fn announce<'a>(flags: impl Iterator<Item = &'a AtomicBool>) {
         // handshake would be unsound: stop rather than read a magazine in use.
         if r != 0 {
             eprintln!(
-                "tensorguard: membarrier(PRIVATE_EXPEDITED) failed after registration ({}); aborting before a thread cache is read unsafely",
+                "tensorguard: membarrier(PRIVATE_EXPEDITED) failed after registration ({}); aborting before memory another thread may be using is touched",
                 std::io::Error::last_os_error()
             );
             std::process::abort();
@@ -108,7 +133,7 @@ fn sys_barrier() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
     /// The protocol is decided once and kept; on Linux it is the one the
     /// kernel offers (registering again succeeds exactly when it is
@@ -128,5 +153,8 @@ mod tests {
         let owner = AtomicBool::new(false);
         super::raise_light(&owner);
         assert!(owner.load(Ordering::SeqCst));
+        let count = AtomicU32::new(0);
+        super::store_light(&count, 3);
+        assert_eq!(count.load(Ordering::SeqCst), 3);
     }
 }

@@ -1,0 +1,498 @@
+//! The lock of a storage's memory: a reader-writer lock biased towards the
+//! thread that made the storage (Note [Biased storage lock]).
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::memory::alloc::Buffer;
+use crate::memory::fence;
+
+// Note [Biased storage lock]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every op read-locks its inputs (Note [Lock order]): with a plain
+// reader-writer lock, two read-modify-writes per input (taken, released),
+// about a tenth of a tiny op's time, although almost every host storage is
+// only ever touched by the thread that made it. So a host storage's lock
+// is biased to that thread, its owner:
+//   owner: held := held + 1 (WRITER for a write); fence;
+//          if state == BIASED { use; held := held - 1 (release) }
+//          else { held := as before (release); the shared path }
+//   other: state: BIASED -> REVOKING (compare-and-swap); heavy fence;
+//          state := REVOKED; the shared path
+//   shared path (everyone, once the state is not BIASED): wait while
+//          REVOKING; wait until held == 0; the RwLock
+// `held` counts the owner's holds and is written by the owner alone, with
+// plain loads and stores. The handshake is the one of Note [Asymmetric slot
+// lock] (`memory/fence.rs`): the owner's fence is a compiler fence where
+// the other side's is `membarrier`, else both sides use sequentially
+// consistent read-modify-writes. After the heavy fence either the owner
+// saw REVOKING (and backs off) or its hold is visible in `held` and the
+// shared path waits for it to end: holds taken before the revocation end
+// before anyone takes the RwLock, and none is taken after it. A thread
+// that finds REVOKING waits for REVOKED, since the owner's hold may not be
+// visible to it before the revoker's fence. The bias never comes back.
+//
+// The owner may give the bias up itself (`share`), with no system call: it
+// takes no hold while it does, so others only have to wait for the holds
+// it already has. It does so when it hands a host storage to a copy queued
+// on a device's stream (`move_bytes` in `ops/transfer.rs`: a copy to or
+// from a device), so transfers never revoke. What still revokes: a thread reading a storage
+// it did not make (a DataLoader worker's batch, a tensor shared between
+// threads), one system call per storage, once. Device and pinned storages
+// are never biased: streams use them from the start.
+//
+// Guards are not `Send`: a biased hold is released by the owner's plain
+// store. The owner reading again inside its own biased read only counts
+// one more hold. A thread asking again for a storage it holds in a mode
+// that conflicts (a write inside a read, anything inside a write) waits
+// for itself, as it would on the RwLock; ops never do (Note [Lock order],
+// Note [Lent storages]).
+
+/// Biased to its owner; no hold can be taken without it.
+const BIASED: u8 = 0;
+/// Another thread is revoking the bias: wait for REVOKED.
+const REVOKING: u8 = 1;
+/// Given up by its owner (`share`): everyone uses the RwLock, once the
+/// owner's holds ended.
+const SHARED: u8 = 2;
+/// Revoked by another thread: as SHARED.
+const REVOKED: u8 = 3;
+/// `held` when the owner holds the storage for writing.
+const WRITER: u32 = 1 << 31;
+
+/// A reader-writer lock around a storage's memory, biased to the thread
+/// that made it (Note [Biased storage lock]).
+pub(crate) struct StorageLock {
+    lock: RwLock<Buffer>,
+    /// The owner's [`thread_token`]; 0 for a lock that was never biased.
+    owner: u64,
+    /// BIASED, REVOKING, SHARED or REVOKED.
+    state: AtomicU8,
+    /// The owner's biased holds: how many reads, or WRITER (written by the
+    /// owner alone).
+    held: AtomicU32,
+}
+
+impl StorageLock {
+    /// A lock biased to the calling thread when `biased`, else a plain one.
+    pub(crate) fn new(buf: Buffer, biased: bool) -> Self {
+        StorageLock {
+            lock: RwLock::new(buf),
+            owner: if biased { thread_token() } else { 0 },
+            state: AtomicU8::new(if biased { BIASED } else { SHARED }),
+            held: AtomicU32::new(0),
+        }
+    }
+
+    /// Holds the memory for reading.
+    #[inline]
+    pub(crate) fn read(&self) -> ReadGuard<'_> {
+        if self.owner == thread_token() {
+            let held = self.held.load(Ordering::Relaxed);
+            let biased = match held {
+                0 => self.take_biased(0, 1),
+                // a read inside the owner's own read: the bias is held
+                // already, whether or not a revocation waits for it
+                n if n < WRITER - 1 => {
+                    self.held.store(n + 1, Ordering::Relaxed);
+                    true
+                }
+                _ => false,
+            };
+            if biased {
+                return ReadGuard::new(self, false);
+            }
+        }
+        self.read_shared()
+    }
+
+    /// Holds the memory for writing.
+    #[inline]
+    pub(crate) fn write(&self) -> WriteGuard<'_> {
+        if self.owner == thread_token() {
+            let held = self.held.load(Ordering::Relaxed);
+            if held == 0 && self.take_biased(0, WRITER) {
+                return WriteGuard::new(self, false);
+            }
+        }
+        self.write_shared()
+    }
+
+    /// The owner's side of the handshake: `held` from `from` to `to` while
+    /// the bias lasts; false (and `held` as it was) otherwise.
+    #[inline(always)]
+    fn take_biased(&self, from: u32, to: u32) -> bool {
+        if self.state.load(Ordering::Relaxed) != BIASED {
+            return false;
+        }
+        fence::store_light(&self.held, to);
+        if self.state.load(Ordering::SeqCst) == BIASED {
+            return true;
+        }
+        self.held.store(from, Ordering::Release);
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_shared(&self) -> ReadGuard<'_> {
+        self.end_bias();
+        // released by the guard (`force_unlock_read`)
+        std::mem::forget(self.lock.read());
+        ReadGuard::new(self, true)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_shared(&self) -> WriteGuard<'_> {
+        self.end_bias();
+        // released by the guard (`force_unlock_write`)
+        std::mem::forget(self.lock.write());
+        WriteGuard::new(self, true)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_shared_read(&self) {
+        // SAFETY: called once by the guard of a read lock taken (and its
+        // guard forgotten) in `read_shared`.
+        unsafe { self.lock.force_unlock_read() }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_shared_write(&self) {
+        // SAFETY: called once by the guard of a write lock taken (and its
+        // guard forgotten) in `write_shared`.
+        unsafe { self.lock.force_unlock_write() }
+    }
+
+    /// The shared path's entry: revokes the bias (or waits for another
+    /// thread's revocation), then waits for the owner's biased holds to end.
+    fn end_bias(&self) {
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                SHARED | REVOKED => break,
+                BIASED => {
+                    if self
+                        .state
+                        .compare_exchange(BIASED, REVOKING, Ordering::SeqCst, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        fence::heavy();
+                        self.state.store(REVOKED, Ordering::Release);
+                        break;
+                    }
+                }
+                _ => backoff(&mut 0),
+            }
+        }
+        let mut spins = 0;
+        while self.held.load(Ordering::SeqCst) != 0 {
+            backoff(&mut spins);
+        }
+    }
+
+    /// Gives the bias up, from its owner (a no-op elsewhere and on a lock
+    /// already shared): other threads may then take the lock, once the
+    /// owner's present holds ended, with no system call.
+    pub(crate) fn share(&self) {
+        if self.owner == thread_token() {
+            let _ = self.state.compare_exchange(
+                BIASED,
+                SHARED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
+        } else if self.state.load(Ordering::Acquire) < SHARED {
+            self.end_bias();
+        }
+    }
+
+    /// Where the bias stands: "biased", "revoking", "shared" (given up by
+    /// its owner, or never biased) or "revoked" (by another thread).
+    #[cfg(test)]
+    pub(crate) fn bias(&self) -> &'static str {
+        match self.state.load(Ordering::Acquire) {
+            BIASED => "biased",
+            REVOKING => "revoking",
+            SHARED => "shared",
+            _ => "revoked",
+        }
+    }
+
+    /// The memory, without locking (see `RwLock::data_ptr`).
+    pub(crate) fn data_ptr(&self) -> *mut Buffer {
+        self.lock.data_ptr()
+    }
+
+    /// The memory, through an exclusive borrow of the lock.
+    pub(crate) fn get_mut(&mut self) -> &mut Buffer {
+        self.lock.get_mut()
+    }
+}
+
+/// Spins, then yields: the awaited hold is usually short (one op), but its
+/// thread may have been preempted.
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// The calling thread's token: unique among all threads the process ever
+/// ran, never 0.
+#[inline(always)]
+fn thread_token() -> u64 {
+    thread_local! {
+        static TOKEN: Cell<u64> = const { Cell::new(0) };
+    }
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            static NEXT: AtomicU64 = AtomicU64::new(1);
+            let token = NEXT.fetch_add(1, Ordering::Relaxed);
+            t.set(token);
+            token
+        }
+        token => token,
+    })
+}
+
+/// A hold of a storage's memory for reading.
+pub(crate) struct ReadGuard<'a> {
+    lock: &'a StorageLock,
+    /// A read lock of the RwLock; else the owner's biased hold.
+    shared: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> ReadGuard<'a> {
+    #[inline(always)]
+    fn new(lock: &'a StorageLock, shared: bool) -> Self {
+        ReadGuard {
+            lock,
+            shared,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Deref for ReadGuard<'_> {
+    type Target = Buffer;
+    #[inline(always)]
+    fn deref(&self) -> &Buffer {
+        // SAFETY: this guard holds a read lock of the RwLock, or the bias
+        // (Note [Biased storage lock]: its count in `held`, so no thread
+        // holds or takes the RwLock, and this thread holds no biased write:
+        // `write` takes the bias only with `held` at 0). Either way no
+        // exclusive borrow of the buffer exists while the guard lives.
+        unsafe { &*self.lock.lock.data_ptr() }
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.shared {
+            self.lock.unlock_shared_read();
+        } else {
+            let held = self.lock.held.load(Ordering::Relaxed);
+            self.lock.held.store(held - 1, Ordering::Release);
+        }
+    }
+}
+
+/// A hold of a storage's memory for writing.
+pub(crate) struct WriteGuard<'a> {
+    lock: &'a StorageLock,
+    /// The write lock of the RwLock; else the owner's biased hold.
+    shared: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> WriteGuard<'a> {
+    #[inline(always)]
+    fn new(lock: &'a StorageLock, shared: bool) -> Self {
+        WriteGuard {
+            lock,
+            shared,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = Buffer;
+    #[inline(always)]
+    fn deref(&self) -> &Buffer {
+        // SAFETY: as in `deref_mut`, through a shared borrow of the guard.
+        unsafe { &*self.lock.lock.data_ptr() }
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Buffer {
+        // SAFETY: this guard holds the RwLock's write lock, or the bias
+        // for writing (Note [Biased storage lock]: `held` is WRITER, so no
+        // other hold, biased or on the RwLock, exists or is taken while it
+        // lives); `&mut self` makes this the only borrow through it.
+        unsafe { &mut *self.lock.lock.data_ptr() }
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.shared {
+            self.lock.unlock_shared_write();
+        } else {
+            self.lock.held.store(0, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::Location;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    use crate::device::storage::Storage;
+    use crate::memory::alloc::Shared;
+    use crate::{DType, Device, Tensor};
+
+    /// A host storage of `bytes` bytes (at least 8), its counter at 0.
+    fn host_storage(bytes: usize) -> Shared<Storage> {
+        let s = Storage::new(&Device::Cpu, bytes, Location::caller()).expect("a host storage");
+        s.data.write().host_bytes_mut().expect("host bytes")[..8].fill(0);
+        s
+    }
+
+    /// The counter kept in a storage's first 8 bytes, read and bumped
+    /// under a write hold with plain (non-atomic) accesses.
+    fn bump(s: &Storage) {
+        let mut g = s.data.write();
+        let b = g.host_bytes_mut().expect("host bytes");
+        let n = u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
+        b[..8].copy_from_slice(&(n + 1).to_ne_bytes());
+    }
+
+    fn count(s: &Storage) -> u64 {
+        let g = s.data.read();
+        let b = g.host_bytes().expect("host bytes");
+        u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))
+    }
+
+    /// The thread that made a host storage holds it without the RwLock,
+    /// nests reads and writes after them, and keeps the bias; device and
+    /// pinned storages are never biased.
+    #[test]
+    fn the_owner_holds_its_storage_without_giving_up_the_bias() {
+        let s = host_storage(64);
+        assert_eq!(s.data.bias(), "biased");
+        {
+            let a = s.data.read();
+            let b = s.data.read();
+            assert_eq!(a.len(), b.len());
+            assert!(!a.shared && !b.shared);
+            assert_eq!(s.data.held.load(Ordering::Relaxed), 2);
+        }
+        assert_eq!(s.data.held.load(Ordering::Relaxed), 0);
+        bump(&s);
+        bump(&s);
+        assert_eq!(count(&s), 2);
+        assert_eq!(s.data.bias(), "biased");
+        let pinned = Storage::new_pinned(64, Location::caller()).expect("pinned");
+        assert_eq!(pinned.data.bias(), "shared");
+    }
+
+    /// Another thread's first hold revokes the bias, waits for the owner's
+    /// hold to end, and from then on both go through the RwLock.
+    #[test]
+    fn another_thread_revokes_the_bias_and_waits_for_the_owners_hold() {
+        let s = host_storage(64);
+        let held = s.data.read();
+        let released = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                bump(&s);
+                // the write could only start after the owner's read ended
+                released.load(Ordering::SeqCst)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+            assert!(other.join().expect("the other thread"), "the other thread wrote while the owner read");
+        });
+        assert_eq!(s.data.bias(), "revoked");
+        bump(&s);
+        assert_eq!(count(&s), 1 + 1);
+        let g = s.data.read();
+        assert!(g.shared, "after the revocation the owner uses the RwLock");
+    }
+
+    /// The owner and another thread bump one counter under write holds,
+    /// the other thread starting while the owner is in its biased holds:
+    /// no update is lost, storage after storage. (With an owner that kept
+    /// taking biased holds after the revocation, it lost updates in every
+    /// run.)
+    #[test]
+    fn revocations_racing_with_the_owner_lose_no_update() {
+        const ROUNDS: usize = 2_000;
+        const BUMPS: u64 = 200;
+        let (to_other, inbox) = mpsc::channel::<Shared<Storage>>();
+        let (done, finished) = mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            for s in inbox {
+                for _ in 0..BUMPS {
+                    bump(&s);
+                }
+                drop(s);
+                if done.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        for round in 0..ROUNDS {
+            let s = host_storage(64);
+            bump(&s);
+            to_other.send(Shared::clone(&s)).expect("the other thread is up");
+            for _ in 1..BUMPS {
+                bump(&s);
+            }
+            finished.recv().expect("the other thread bumped");
+            assert_eq!(count(&s), 2 * BUMPS, "round {round}: an update was lost");
+            assert_eq!(s.data.bias(), "revoked");
+        }
+        drop(to_other);
+        other.join().expect("the other thread");
+    }
+
+    /// A copy to a device and back is queued on the device's stream, which
+    /// locks the host storages: their owner shares them first, so the
+    /// stream never revokes (no system call per copy).
+    #[test]
+    fn a_copy_to_a_device_and_back_shares_the_host_storages_without_revoking() {
+        let cpu = Device::Cpu;
+        let emu: Device = "emu:0".parse().expect("emu:0");
+        let host = Tensor::ones([256], DType::F32, &cpu).expect("ones");
+        assert_eq!(host.storage().data.bias(), "biased");
+        let dev = host.to(&emu).expect("to emu");
+        assert_eq!(host.storage().data.bias(), "shared");
+        let back = dev.to(&cpu).expect("back");
+        assert_eq!(back.storage().data.bias(), "shared");
+        assert_eq!(back.to_vec::<f32>().expect("values"), vec![1.0; 256]);
+        let copy = host.add(1.0).expect("add");
+        assert_eq!(copy.storage().data.bias(), "biased");
+        drop((dev, back));
+        crate::device::synchronize(&emu).expect("synchronize");
+    }
+}
