@@ -2,6 +2,7 @@
 //! streams and events, and the emulated accelerator.
 
 pub(crate) mod backend;
+mod bias_policy;
 mod config;
 #[cfg(test)]
 mod conformance;

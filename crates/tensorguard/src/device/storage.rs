@@ -11,9 +11,9 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::device::backend::{backend, Mark};
+use crate::device::storage_lock::StorageLock;
 use crate::device_id::Device;
 use crate::device_id::StreamId;
-use crate::device::storage_lock::StorageLock;
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, Shared};
 use crate::transfer::CopyHistory;

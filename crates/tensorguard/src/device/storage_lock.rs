@@ -1,13 +1,13 @@
 //! The lock of a storage's memory: a reader-writer lock biased towards the
 //! thread that made the storage (Note [Biased storage lock]).
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::RwLock;
 
+use super::bias_policy::{note_revocation, owner_for_new_storage, thread_token};
 use crate::memory::alloc::Buffer;
 use crate::memory::fence;
 
@@ -42,8 +42,10 @@ use crate::memory::fence;
 // on a device's stream (`move_bytes` in `ops/transfer.rs`: a copy to or
 // from a device), so transfers never revoke. What still revokes: a thread reading a storage
 // it did not make (a DataLoader worker's batch, a tensor shared between
-// threads), one system call per storage, once. Device and pinned storages
-// are never biased: streams use them from the start.
+// threads), one system call per storage, once; a thread whose storages
+// keep being revoked stops biasing (Note [Bias budget] in
+// `bias_policy.rs`). Device and pinned storages are never biased: streams
+// use them from the start.
 //
 // Guards are not `Send`: a biased hold is released by the owner's plain
 // store. The owner reading again inside its own biased read only counts
@@ -78,12 +80,14 @@ pub(crate) struct StorageLock {
 }
 
 impl StorageLock {
-    /// A lock biased to the calling thread when `biased`, else a plain one.
+    /// A lock biased to the calling thread when `biased` (and the thread
+    /// has not stopped biasing: Note [Bias budget]), else a plain one.
     pub(crate) fn new(buf: Buffer, biased: bool) -> Self {
+        let owner = if biased { owner_for_new_storage() } else { 0 };
         StorageLock {
             lock: RwLock::new(buf),
-            owner: if biased { thread_token() } else { 0 },
-            state: AtomicU8::new(if biased { BIASED } else { SHARED }),
+            owner,
+            state: AtomicU8::new(if owner != 0 { BIASED } else { SHARED }),
             held: AtomicU32::new(0),
         }
     }
@@ -185,6 +189,7 @@ impl StorageLock {
                     {
                         fence::heavy();
                         self.state.store(REVOKED, Ordering::Release);
+                        note_revocation(self.owner);
                         break;
                     }
                 }
@@ -202,12 +207,9 @@ impl StorageLock {
     /// owner's present holds ended, with no system call.
     pub(crate) fn share(&self) {
         if self.owner == thread_token() {
-            let _ = self.state.compare_exchange(
-                BIASED,
-                SHARED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            );
+            let _ =
+                self.state
+                    .compare_exchange(BIASED, SHARED, Ordering::Release, Ordering::Relaxed);
         } else if self.state.load(Ordering::Acquire) < SHARED {
             self.end_bias();
         }
@@ -245,24 +247,6 @@ fn backoff(spins: &mut u32) {
     } else {
         std::thread::yield_now();
     }
-}
-
-/// The calling thread's token: unique among all threads the process ever
-/// ran, never 0.
-#[inline(always)]
-fn thread_token() -> u64 {
-    thread_local! {
-        static TOKEN: Cell<u64> = const { Cell::new(0) };
-    }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            static NEXT: AtomicU64 = AtomicU64::new(1);
-            let token = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(token);
-            token
-        }
-        token => token,
-    })
 }
 
 /// A hold of a storage's memory for reading.
@@ -430,7 +414,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             released.store(true, Ordering::SeqCst);
             drop(held);
-            assert!(other.join().expect("the other thread"), "the other thread wrote while the owner read");
+            assert!(
+                other.join().expect("the other thread"),
+                "the other thread wrote while the owner read"
+            );
         });
         assert_eq!(s.data.bias(), "revoked");
         bump(&s);
@@ -443,16 +430,26 @@ mod tests {
     /// the other thread starting while the owner is in its biased holds:
     /// no update is lost, storage after storage. (With an owner that kept
     /// taking biased holds after the revocation, it lost updates in every
-    /// run.)
+    /// run.) Ten owners of 200 storages each: within one owner's budget
+    /// (Note [Bias budget]), so every storage starts biased.
     #[test]
     fn revocations_racing_with_the_owner_lose_no_update() {
-        const ROUNDS: usize = 2_000;
+        const OWNERS: usize = 10;
+        const ROUNDS: usize = 200;
         const BUMPS: u64 = 200;
+        for owner in 0..OWNERS {
+            std::thread::spawn(move || race(owner, ROUNDS, BUMPS))
+                .join()
+                .expect("the owner thread");
+        }
+    }
+
+    fn race(owner: usize, rounds: usize, bumps: u64) {
         let (to_other, inbox) = mpsc::channel::<Shared<Storage>>();
         let (done, finished) = mpsc::channel::<()>();
         let other = std::thread::spawn(move || {
             for s in inbox {
-                for _ in 0..BUMPS {
+                for _ in 0..bumps {
                     bump(&s);
                 }
                 drop(s);
@@ -461,15 +458,22 @@ mod tests {
                 }
             }
         });
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             let s = host_storage(64);
+            assert_eq!(s.data.bias(), "biased", "owner {owner}, round {round}");
             bump(&s);
-            to_other.send(Shared::clone(&s)).expect("the other thread is up");
-            for _ in 1..BUMPS {
+            to_other
+                .send(Shared::clone(&s))
+                .expect("the other thread is up");
+            for _ in 1..bumps {
                 bump(&s);
             }
             finished.recv().expect("the other thread bumped");
-            assert_eq!(count(&s), 2 * BUMPS, "round {round}: an update was lost");
+            assert_eq!(
+                count(&s),
+                2 * bumps,
+                "owner {owner}, round {round}: an update was lost"
+            );
             assert_eq!(s.data.bias(), "revoked");
         }
         drop(to_other);
