@@ -82,6 +82,8 @@ pub(crate) struct StorageLock {
 impl StorageLock {
     /// A lock biased to the calling thread when `biased` (and the thread
     /// has not stopped biasing: Note [Bias budget]), else a plain one.
+    /// Inlined: the storage is built in its block (Note [Built in place]).
+    #[inline(always)]
     pub(crate) fn new(buf: Buffer, biased: bool) -> Self {
         let owner = if biased { owner_for_new_storage() } else { 0 };
         StorageLock {
