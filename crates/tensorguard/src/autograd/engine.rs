@@ -20,7 +20,7 @@ fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
     } else {
         g
     };
-    let mut m = leaf.0.autograd.lock();
+    let mut m = leaf.0.autograd.write();
     let meta = m.get_or_insert_with(Default::default);
     meta.grad = Some(match meta.grad.take() {
         None => {

@@ -49,7 +49,7 @@ impl HookHandle {
         let Some(t) = self.tensor.upgrade() else {
             return;
         };
-        let mut m = t.autograd.lock();
+        let mut m = t.autograd.write();
         if let Some(meta) = m.as_mut() {
             let before = meta.post_accumulate_hooks.len();
             meta.post_accumulate_hooks.retain(|(id, _)| *id != self.id);
@@ -98,7 +98,7 @@ impl Tensor {
             ));
         }
         let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
-        let mut m = self.0.autograd.lock();
+        let mut m = self.0.autograd.write();
         m.get_or_insert_with(Default::default)
             .post_accumulate_hooks
             .push((id, hook));
@@ -113,7 +113,7 @@ impl Tensor {
     fn has_post_accumulate_hooks(&self) -> bool {
         self.0
             .autograd
-            .lock()
+            .write()
             .as_ref()
             .is_some_and(|m| !m.post_accumulate_hooks.is_empty())
     }
@@ -123,7 +123,7 @@ impl Tensor {
     pub(crate) fn post_accumulate_hooks(&self) -> Vec<PostAccumulateGradHook> {
         self.0
             .autograd
-            .lock()
+            .write()
             .as_ref()
             .map(|m| {
                 m.post_accumulate_hooks

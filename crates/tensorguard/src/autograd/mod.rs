@@ -318,7 +318,7 @@ impl Tensor {
                 format!("only floating point tensors can require gradients, this one is {}. Cast it with `.to_dtype(DType::F32)?` first.", self.dtype()),
             ));
         }
-        let mut m = self.0.autograd.lock();
+        let mut m = self.0.autograd.write();
         let meta = m.get_or_insert_with(Default::default);
         if meta.grad_fn.is_some() {
             return Err(Error::invalid(
@@ -341,7 +341,7 @@ impl Tensor {
             return false;
         }
         {
-            let m = self.0.autograd.lock();
+            let m = self.0.autograd.write();
             if m.as_ref()
                 .is_some_and(|m| m.requires_grad || m.grad_fn.is_some())
             {
@@ -361,7 +361,7 @@ impl Tensor {
     pub fn grad(&self) -> Option<Tensor> {
         self.0
             .autograd
-            .lock()
+            .write()
             .as_ref()
             .and_then(|m| m.grad.as_ref().map(|g| g.alias()))
     }
@@ -379,14 +379,14 @@ impl Tensor {
                 });
             }
         }
-        let mut m = self.0.autograd.lock();
+        let mut m = self.0.autograd.write();
         m.get_or_insert_with(Default::default).grad = grad;
         Ok(())
     }
 
     /// Clear the gradient (PyTorch's `zero_grad(set_to_none=True)`).
     pub fn zero_grad(&self) {
-        if let Some(m) = self.0.autograd.lock().as_mut() {
+        if let Some(m) = self.0.autograd.write().as_mut() {
             m.grad = None;
         }
     }
@@ -396,7 +396,7 @@ impl Tensor {
         match self.grad_fn_node() {
             Some(node) => {
                 node.retain.lock().push(Shared::downgrade(&self.0));
-                if let Some(m) = self.0.autograd.lock().as_mut() {
+                if let Some(m) = self.0.autograd.write().as_mut() {
                     m.retains_grad = true;
                 }
                 Ok(())
@@ -428,7 +428,7 @@ impl Tensor {
     /// Detach this tensor in place: it becomes a leaf that does not require
     /// grad.
     pub fn detach_(&self) -> Result<&Tensor> {
-        if let Some(m) = self.0.autograd.lock().as_mut() {
+        if let Some(m) = self.0.autograd.write().as_mut() {
             if self.0.base.is_some() {
                 return Err(Error::invalid(
                     "detach_",
@@ -466,12 +466,12 @@ impl Tensor {
             return self
                 .0
                 .autograd
-                .lock()
+                .write()
                 .as_ref()
                 .and_then(|m| m.grad_fn.clone());
         };
         {
-            let m = self.0.autograd.lock();
+            let m = self.0.autograd.write();
             if let Some(m) = m.as_ref() {
                 if m.view_version == Some(self.version()) {
                     return m.grad_fn.clone();
@@ -488,7 +488,7 @@ impl Tensor {
                 Location::caller(),
             )
         });
-        let mut m = self.0.autograd.lock();
+        let mut m = self.0.autograd.write();
         let meta = m.get_or_insert_with(Default::default);
         meta.grad_fn = node.clone();
         meta.view_version = Some(self.version());
@@ -507,7 +507,7 @@ pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
     }
     if t.0.base.is_none() {
         // not a view: its history is what its state says (one lock)
-        let m = t.0.autograd.lock();
+        let m = t.0.autograd.write();
         let m = m.as_ref()?;
         return match &m.grad_fn {
             Some(n) => Some(Edge::Node(Shared::clone(n))),
@@ -517,7 +517,7 @@ pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
     if let Some(n) = t.grad_fn_node() {
         return Some(Edge::Node(n));
     }
-    let m = t.0.autograd.lock();
+    let m = t.0.autograd.write();
     m.as_ref()
         .filter(|m| m.requires_grad)
         .map(|_| Edge::Leaf(t.alias()))
@@ -593,6 +593,9 @@ pub(crate) fn record_if_tracking(
 fn set_fresh_grad_fn(out: &mut Tensor, node: Shared<Node>) {
     match Shared::get_mut(&mut out.0) {
         Some(t) => {
+            // the next op recording this output locks its state: Note
+            // [Biased lock]
+            t.autograd.bias_to_caller();
             t.autograd
                 .get_mut()
                 .get_or_insert_with(Default::default)
@@ -604,7 +607,7 @@ fn set_fresh_grad_fn(out: &mut Tensor, node: Shared<Node>) {
 }
 
 fn set_grad_fn(out: &Tensor, node: Shared<Node>) {
-    let mut m = out.0.autograd.lock();
+    let mut m = out.0.autograd.write();
     m.get_or_insert_with(Default::default).grad_fn = Some(node);
     drop(m);
     out.set_tracked();
@@ -619,13 +622,13 @@ pub(crate) fn record_view(
     grad: Grad,
 ) {
     record(out, &[input], site, grad);
-    if let Some(m) = out.0.autograd.lock().as_mut() {
+    if let Some(m) = out.0.autograd.write().as_mut() {
         m.view_version = Some(out.version());
     }
 }
 
 fn is_leaf_requiring_grad(t: &Tensor) -> bool {
-    let m = t.0.autograd.lock();
+    let m = t.0.autograd.write();
     m.as_ref()
         .is_some_and(|m| m.requires_grad && m.grad_fn.is_none())
 }

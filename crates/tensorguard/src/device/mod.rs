@@ -2,7 +2,6 @@
 //! streams and events, and the emulated accelerator.
 
 pub(crate) mod backend;
-mod bias_policy;
 mod config;
 #[cfg(test)]
 mod conformance;
@@ -12,7 +11,6 @@ pub(crate) mod cuda;
 mod emulated;
 pub(crate) mod kernel;
 pub(crate) mod storage;
-pub(crate) mod storage_lock;
 mod stream;
 
 pub use backend::launch_blocking;

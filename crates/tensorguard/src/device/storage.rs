@@ -11,11 +11,11 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::device::backend::{backend, Mark};
-use crate::device::storage_lock::StorageLock;
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, Shared};
+use crate::memory::biased::BiasedLock;
 use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
@@ -75,9 +75,9 @@ impl Poison {
 // ops never wait on each other in a cycle. On an asynchronous device the
 // stream worker takes the locks when the kernel runs, not the host at
 // enqueue time. `device::cpu::exec::execute` is the one place that takes them.
-// Each is a `StorageLock`, biased to the thread that made a host storage
-// (Note [Biased storage lock]): that thread's holds cost no atomic
-// read-modify-write.
+// Each is a `BiasedLock`, biased to the thread that made a host storage
+// (Note [Biased lock] in `memory/biased.rs`): that thread's holds cost no
+// atomic read-modify-write.
 //
 // Note [Storage usage marks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -196,7 +196,7 @@ impl Drop for LendGuard<'_> {
 #[repr(C)]
 pub(crate) struct Storage {
     // written by the stream too (Note [Storage's cache lines])
-    pub(crate) data: StorageLock,
+    pub(crate) data: BiasedLock<Buffer>,
     /// Set (once, for good) when a kernel writing this storage failed on a
     /// device: its memory then holds no valid values. Set on the stream
     /// worker before the kernel's position counts as completed, so a host
@@ -263,9 +263,9 @@ impl Storage {
             id: STORAGE_IDS.next(),
             device,
             alloc_stream: buf.stream(),
-            // Note [Biased storage lock]: host memory the calling thread
+            // Note [Biased lock]: host memory the calling thread
             // made; a stream uses device and pinned memory from the start
-            data: StorageLock::new(buf, device.is_cpu() && !pinned),
+            data: BiasedLock::new(buf, device.is_cpu() && !pinned),
             version: AtomicU64::new(0),
             last_write: Mutex::new(None),
             uses: Mutex::new(Uses::default()),

@@ -19,6 +19,8 @@
 //! ```
 
 pub(crate) mod alloc;
+mod bias_budget;
+pub(crate) mod biased;
 pub(crate) mod fence;
 mod watch;
 

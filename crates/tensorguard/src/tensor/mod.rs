@@ -40,8 +40,10 @@ pub(crate) struct TensorImpl {
     pub(crate) layout: Layout,
     pub(crate) dtype: DType,
     pub(crate) is_view: bool,
-    /// Autograd state; `None` for tensors autograd has never seen.
-    pub(crate) autograd: parking_lot::Mutex<Option<crate::autograd::Meta>>,
+    /// Autograd state; `None` for tensors autograd has never seen. Its lock
+    /// is biased to the thread that recorded the op making the tensor
+    /// (Note [Biased lock]; plain for other tensors).
+    pub(crate) autograd: crate::memory::biased::BiasedLock<Option<crate::autograd::Meta>>,
     /// Fast check: true once this tensor may take part in autograd.
     pub(crate) tracked: std::sync::atomic::AtomicBool,
     /// For a view: the tensor whose storage it views (never itself a view).
@@ -71,7 +73,7 @@ impl Tensor {
             layout,
             dtype,
             is_view,
-            autograd: parking_lot::Mutex::new(None),
+            autograd: crate::memory::biased::BiasedLock::new(None, false),
             tracked: std::sync::atomic::AtomicBool::new(false),
             base,
         }))

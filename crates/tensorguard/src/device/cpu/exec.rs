@@ -5,15 +5,15 @@ use std::panic::Location;
 use smallvec::SmallVec;
 
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
-use crate::device::storage_lock::{ReadGuard, WriteGuard};
 use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
+use crate::memory::biased::{ReadGuard, WriteGuard};
 use crate::shape::Layout;
 
 enum Guard<'a> {
-    R(ReadGuard<'a>),
-    W(WriteGuard<'a>),
+    R(ReadGuard<'a, Buffer>),
+    W(WriteGuard<'a, Buffer>),
 }
 
 impl Guard<'_> {

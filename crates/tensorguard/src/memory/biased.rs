@@ -1,5 +1,5 @@
-//! The lock of a storage's memory: a reader-writer lock biased towards the
-//! thread that made the storage (Note [Biased storage lock]).
+//! A reader-writer lock biased towards the thread that made it (Note
+//! [Biased lock]): a storage's memory, a tensor's autograd state.
 
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -7,17 +7,17 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::RwLock;
 
-use super::bias_policy::{note_revocation, owner_for_new_storage, thread_token};
-use crate::memory::alloc::Buffer;
-use crate::memory::fence;
+use super::bias_budget::{note_revocation, owner_for_new_lock, thread_token};
+use super::fence;
 
-// Note [Biased storage lock]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Every op read-locks its inputs (Note [Lock order]): with a plain
-// reader-writer lock, two read-modify-writes per input (taken, released),
-// about a tenth of a tiny op's time, although almost every host storage is
-// only ever touched by the thread that made it. So a host storage's lock
-// is biased to that thread, its owner:
+// Note [Biased lock]
+// ~~~~~~~~~~~~~~~~~~
+// Every op read-locks its inputs' storages (Note [Lock order]), and
+// recording one for autograd locks its input's autograd state: with a
+// plain lock, two read-modify-writes each (taken, released), about a tenth
+// of a tiny op's time, although almost every host tensor is only ever
+// touched by the thread that made it. So these locks are biased to that
+// thread, their owner:
 //   owner: held := held + 1 (WRITER for a write); fence;
 //          if state == BIASED { use; held := held - 1 (release) }
 //          else { held := as before (release); the shared path }
@@ -40,19 +40,18 @@ use crate::memory::fence;
 // takes no hold while it does, so others only have to wait for the holds
 // it already has. It does so when it hands a host storage to a copy queued
 // on a device's stream (`move_bytes` in `ops/transfer.rs`: a copy to or
-// from a device), so transfers never revoke. What still revokes: a thread reading a storage
-// it did not make (a DataLoader worker's batch, a tensor shared between
-// threads), one system call per storage, once; a thread whose storages
-// keep being revoked stops biasing (Note [Bias budget] in
-// `bias_policy.rs`). Device and pinned storages are never biased: streams
-// use them from the start.
+// from a device), so transfers never revoke. What still revokes: a thread
+// using a tensor it did not make (a tensor shared between threads), one
+// system call per lock, once; a thread whose locks keep being revoked
+// stops biasing (Note [Bias budget] in `bias_budget.rs`). Device and
+// pinned storages are never biased: streams use them from the start.
 //
 // Guards are not `Send`: a biased hold is released by the owner's plain
 // store. The owner reading again inside its own biased read only counts
-// one more hold. A thread asking again for a storage it holds in a mode
-// that conflicts (a write inside a read, anything inside a write) waits
-// for itself, as it would on the RwLock; ops never do (Note [Lock order],
-// Note [Lent storages]).
+// one more hold. A thread asking again for a lock it holds in a mode that
+// conflicts (a write inside a read, anything inside a write) waits for
+// itself, as it would on the RwLock or a mutex; the crate never does
+// (Note [Lock order], Note [Lent storages]).
 
 /// Biased to its owner; no hold can be taken without it.
 const BIASED: u8 = 0;
@@ -66,10 +65,10 @@ const REVOKED: u8 = 3;
 /// `held` when the owner holds the storage for writing.
 const WRITER: u32 = 1 << 31;
 
-/// A reader-writer lock around a storage's memory, biased to the thread
-/// that made it (Note [Biased storage lock]).
-pub(crate) struct StorageLock {
-    lock: RwLock<Buffer>,
+/// A reader-writer lock biased to the thread that made it (Note [Biased
+/// lock]).
+pub(crate) struct BiasedLock<T> {
+    lock: RwLock<T>,
     /// The owner's [`thread_token`]; 0 for a lock that was never biased.
     owner: u64,
     /// BIASED, REVOKING, SHARED or REVOKED.
@@ -79,24 +78,39 @@ pub(crate) struct StorageLock {
     held: AtomicU32,
 }
 
-impl StorageLock {
+impl<T> BiasedLock<T> {
     /// A lock biased to the calling thread when `biased` (and the thread
     /// has not stopped biasing: Note [Bias budget]), else a plain one.
-    /// Inlined: the storage is built in its block (Note [Built in place]).
+    /// Inlined: storages and tensors are built in their blocks (Note
+    /// [Built in place]).
     #[inline(always)]
-    pub(crate) fn new(buf: Buffer, biased: bool) -> Self {
-        let owner = if biased { owner_for_new_storage() } else { 0 };
-        StorageLock {
-            lock: RwLock::new(buf),
+    pub(crate) fn new(value: T, biased: bool) -> Self {
+        let owner = if biased { owner_for_new_lock() } else { 0 };
+        BiasedLock {
+            lock: RwLock::new(value),
             owner,
             state: AtomicU8::new(if owner != 0 { BIASED } else { SHARED }),
             held: AtomicU32::new(0),
         }
     }
 
-    /// Holds the memory for reading.
+    /// Biases a plain lock to the calling thread (unless it stopped
+    /// biasing: Note [Bias budget]); the exclusive borrow shows no other
+    /// thread can hold it.
     #[inline]
-    pub(crate) fn read(&self) -> ReadGuard<'_> {
+    pub(crate) fn bias_to_caller(&mut self) {
+        if self.owner == 0 {
+            let owner = owner_for_new_lock();
+            if owner != 0 {
+                self.owner = owner;
+                *self.state.get_mut() = BIASED;
+            }
+        }
+    }
+
+    /// Holds the lock for reading.
+    #[inline]
+    pub(crate) fn read(&self) -> ReadGuard<'_, T> {
         if self.owner == thread_token() {
             let held = self.held.load(Ordering::Relaxed);
             let biased = match held {
@@ -116,9 +130,9 @@ impl StorageLock {
         self.read_shared()
     }
 
-    /// Holds the memory for writing.
+    /// Holds the lock for writing.
     #[inline]
-    pub(crate) fn write(&self) -> WriteGuard<'_> {
+    pub(crate) fn write(&self) -> WriteGuard<'_, T> {
         if self.owner == thread_token() {
             let held = self.held.load(Ordering::Relaxed);
             if held == 0 && self.take_biased(0, WRITER) {
@@ -145,7 +159,7 @@ impl StorageLock {
 
     #[cold]
     #[inline(never)]
-    fn read_shared(&self) -> ReadGuard<'_> {
+    fn read_shared(&self) -> ReadGuard<'_, T> {
         self.end_bias();
         // released by the guard (`force_unlock_read`)
         std::mem::forget(self.lock.read());
@@ -154,7 +168,7 @@ impl StorageLock {
 
     #[cold]
     #[inline(never)]
-    fn write_shared(&self) -> WriteGuard<'_> {
+    fn write_shared(&self) -> WriteGuard<'_, T> {
         self.end_bias();
         // released by the guard (`force_unlock_write`)
         std::mem::forget(self.lock.write());
@@ -229,13 +243,13 @@ impl StorageLock {
         }
     }
 
-    /// The memory, without locking (see `RwLock::data_ptr`).
-    pub(crate) fn data_ptr(&self) -> *mut Buffer {
+    /// The value, without locking (see `RwLock::data_ptr`).
+    pub(crate) fn data_ptr(&self) -> *mut T {
         self.lock.data_ptr()
     }
 
-    /// The memory, through an exclusive borrow of the lock.
-    pub(crate) fn get_mut(&mut self) -> &mut Buffer {
+    /// The value, through an exclusive borrow of the lock.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         self.lock.get_mut()
     }
 }
@@ -251,17 +265,17 @@ fn backoff(spins: &mut u32) {
     }
 }
 
-/// A hold of a storage's memory for reading.
-pub(crate) struct ReadGuard<'a> {
-    lock: &'a StorageLock,
+/// A hold of a [`BiasedLock`] for reading.
+pub(crate) struct ReadGuard<'a, T> {
+    lock: &'a BiasedLock<T>,
     /// A read lock of the RwLock; else the owner's biased hold.
     shared: bool,
     _not_send: PhantomData<*const ()>,
 }
 
-impl<'a> ReadGuard<'a> {
+impl<'a, T> ReadGuard<'a, T> {
     #[inline(always)]
-    fn new(lock: &'a StorageLock, shared: bool) -> Self {
+    fn new(lock: &'a BiasedLock<T>, shared: bool) -> Self {
         ReadGuard {
             lock,
             shared,
@@ -270,20 +284,20 @@ impl<'a> ReadGuard<'a> {
     }
 }
 
-impl Deref for ReadGuard<'_> {
-    type Target = Buffer;
+impl<T> Deref for ReadGuard<'_, T> {
+    type Target = T;
     #[inline(always)]
-    fn deref(&self) -> &Buffer {
+    fn deref(&self) -> &T {
         // SAFETY: this guard holds a read lock of the RwLock, or the bias
-        // (Note [Biased storage lock]: its count in `held`, so no thread
+        // (Note [Biased lock]: its count in `held`, so no thread
         // holds or takes the RwLock, and this thread holds no biased write:
         // `write` takes the bias only with `held` at 0). Either way no
-        // exclusive borrow of the buffer exists while the guard lives.
+        // exclusive borrow of the value exists while the guard lives.
         unsafe { &*self.lock.lock.data_ptr() }
     }
 }
 
-impl Drop for ReadGuard<'_> {
+impl<T> Drop for ReadGuard<'_, T> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.shared {
@@ -295,17 +309,17 @@ impl Drop for ReadGuard<'_> {
     }
 }
 
-/// A hold of a storage's memory for writing.
-pub(crate) struct WriteGuard<'a> {
-    lock: &'a StorageLock,
+/// A hold of a [`BiasedLock`] for writing.
+pub(crate) struct WriteGuard<'a, T> {
+    lock: &'a BiasedLock<T>,
     /// The write lock of the RwLock; else the owner's biased hold.
     shared: bool,
     _not_send: PhantomData<*const ()>,
 }
 
-impl<'a> WriteGuard<'a> {
+impl<'a, T> WriteGuard<'a, T> {
     #[inline(always)]
-    fn new(lock: &'a StorageLock, shared: bool) -> Self {
+    fn new(lock: &'a BiasedLock<T>, shared: bool) -> Self {
         WriteGuard {
             lock,
             shared,
@@ -314,27 +328,27 @@ impl<'a> WriteGuard<'a> {
     }
 }
 
-impl Deref for WriteGuard<'_> {
-    type Target = Buffer;
+impl<T> Deref for WriteGuard<'_, T> {
+    type Target = T;
     #[inline(always)]
-    fn deref(&self) -> &Buffer {
+    fn deref(&self) -> &T {
         // SAFETY: as in `deref_mut`, through a shared borrow of the guard.
         unsafe { &*self.lock.lock.data_ptr() }
     }
 }
 
-impl DerefMut for WriteGuard<'_> {
+impl<T> DerefMut for WriteGuard<'_, T> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Buffer {
+    fn deref_mut(&mut self) -> &mut T {
         // SAFETY: this guard holds the RwLock's write lock, or the bias
-        // for writing (Note [Biased storage lock]: `held` is WRITER, so no
+        // for writing (Note [Biased lock]: `held` is WRITER, so no
         // other hold, biased or on the RwLock, exists or is taken while it
         // lives); `&mut self` makes this the only borrow through it.
         unsafe { &mut *self.lock.lock.data_ptr() }
     }
 }
 
-impl Drop for WriteGuard<'_> {
+impl<T> Drop for WriteGuard<'_, T> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.shared {
@@ -500,5 +514,33 @@ mod tests {
         assert_eq!(copy.storage().data.bias(), "biased");
         drop((dev, back));
         crate::device::synchronize(&emu).expect("synchronize");
+    }
+
+    /// A recorded op's output has its autograd state biased to the thread
+    /// that recorded it (the next op recording it locks that state); a
+    /// leaf's is plain. Another thread reading its history revokes the
+    /// bias, and backward works the same after it.
+    #[test]
+    fn a_recorded_output_has_its_autograd_state_biased_to_its_thread() {
+        let cpu = Device::Cpu;
+        let a = Tensor::ones([4], DType::F32, &cpu)
+            .and_then(|t| t.requires_grad(true))
+            .expect("a leaf");
+        let y = a.mul(2.0).expect("mul");
+        assert_eq!(y.0.autograd.bias(), "biased");
+        assert_eq!(a.0.autograd.bias(), "shared");
+        let z = y.mul(3.0).expect("mul");
+        assert_eq!(
+            y.0.autograd.bias(),
+            "biased",
+            "recording z locked y's state in place"
+        );
+        let name =
+            std::thread::scope(|s| s.spawn(|| z.grad_fn_name()).join()).expect("the other thread");
+        assert_eq!(name, Some("MulBackward"));
+        assert_eq!(z.0.autograd.bias(), "revoked");
+        z.sum().and_then(|l| l.backward()).expect("backward");
+        let g = a.grad().expect("a's gradient");
+        assert_eq!(g.to_vec::<f32>().expect("values"), vec![6.0; 4]);
     }
 }

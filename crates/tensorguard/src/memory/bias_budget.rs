@@ -1,6 +1,6 @@
-//! Which threads' storages are biased (Note [Bias budget]): each thread
-//! gets a token, and a thread whose storages other threads keep revoking
-//! stops making biased ones.
+//! Which threads' locks are biased (Note [Bias budget]): each thread gets
+//! a token, and a thread whose locks other threads keep revoking stops
+//! making biased ones.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
@@ -11,22 +11,22 @@ use parking_lot::Mutex;
 
 // Note [Bias budget]
 // ~~~~~~~~~~~~~~~~~~
-// A revocation (Note [Biased storage lock]) costs a system call that
-// interrupts every core running a thread of the process, a few
+// A revocation (Note [Biased lock] in `biased.rs`) costs a system call
+// that interrupts every core running a thread of the process, a few
 // microseconds: nothing for a tensor shared once, a slowdown for a thread
 // that makes tensors for another to consume (a producer feeding a worker
 // pool), where every tensor would be revoked. So revocations are counted
-// per owner thread in windows of a second; an owner whose storages were
+// per owner thread in windows of a second; an owner whose locks were
 // revoked more than `REVOCATIONS_PER_SECOND` times in one window makes
-// plain (unbiased) storages from then on, as every storage was before
-// biasing. Other threads keep theirs. The owner learns it on its next
-// storage: it compares a global generation, bumped by each such decision,
-// with the one it saw last (one relaxed load per storage), and only on a
-// change looks itself up. JVMs dropped biased locking for the cost of
-// such bookkeeping in every object; here it is per storage, off the ops'
-// path, and revocations are rare by design.
+// plain (unbiased) ones from then on, as every lock was before biasing.
+// Other threads keep theirs. The owner learns it on its next lock: it
+// compares a global generation, bumped by each such decision, with the
+// one it saw last (one relaxed load per lock), and only on a change looks
+// itself up. JVMs dropped biased locking for the cost of such bookkeeping
+// in every object; here it is per tensor, off the ops' path, and
+// revocations are rare by design.
 
-/// Revocations of one owner's storages in one second above which it
+/// Revocations of one owner's locks in one second above which it
 /// stops biasing (about a millisecond of system calls a second).
 const REVOCATIONS_PER_SECOND: u32 = 256;
 
@@ -64,10 +64,10 @@ pub(crate) fn thread_token() -> u64 {
     })
 }
 
-/// The token a new storage of the calling thread is biased to, or 0 when
+/// The token a new lock of the calling thread is biased to, or 0 when
 /// this thread stopped biasing (Note [Bias budget]).
 #[inline]
-pub(crate) fn owner_for_new_storage() -> u64 {
+pub(crate) fn owner_for_new_lock() -> u64 {
     let generation = GENERATION.load(Ordering::Relaxed) + 1;
     let biasing = BIASING.with(|b| match b.get() {
         (seen, biasing) if seen == generation => biasing,
@@ -92,7 +92,7 @@ fn is_stopped(token: u64) -> bool {
         .is_some_and(|b| b.stopped.contains(&token))
 }
 
-/// Counts a revocation of a storage biased to `owner` (Note [Bias budget]).
+/// Counts a revocation of a lock biased to `owner` (Note [Bias budget]).
 #[cold]
 pub(crate) fn note_revocation(owner: u64) {
     let now = Instant::now();
@@ -132,18 +132,18 @@ mod tests {
     fn an_owner_revoked_past_its_budget_stops_biasing_and_others_go_on() {
         let me = std::thread::spawn(|| {
             let me = super::thread_token();
-            assert_eq!(super::owner_for_new_storage(), me);
+            assert_eq!(super::owner_for_new_lock(), me);
             for _ in 0..super::REVOCATIONS_PER_SECOND {
                 super::note_revocation(me);
             }
-            assert_eq!(super::owner_for_new_storage(), me, "within the budget");
+            assert_eq!(super::owner_for_new_lock(), me, "within the budget");
             super::note_revocation(me);
-            assert_eq!(super::owner_for_new_storage(), 0, "past the budget");
+            assert_eq!(super::owner_for_new_lock(), 0, "past the budget");
             me
         })
         .join()
         .expect("the owner thread");
-        let other = std::thread::spawn(|| (super::thread_token(), super::owner_for_new_storage()))
+        let other = std::thread::spawn(|| (super::thread_token(), super::owner_for_new_lock()))
             .join()
             .expect("the other thread");
         assert_eq!(other.0, other.1);
