@@ -288,6 +288,10 @@ impl ProcessGroup {
         desc: String,
     ) -> Receiver<Result<Buf>> {
         let (reply, rx) = mpsc::channel();
+        if let Buf::Data(t) = &data {
+            // the engine's thread uses it next
+            t.share_with_threads();
+        }
         let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
         self.inner.engine.submit(Job {
             op,

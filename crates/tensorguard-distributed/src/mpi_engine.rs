@@ -278,6 +278,10 @@ impl Thread {
         let result = self
             .check(&job, &data)
             .and_then(|()| self.collective(&job, data));
+        if let Ok(Buf::Data(t)) = &result {
+            // the waiting thread writes it back
+            t.share_with_threads();
+        }
         let _ = job.reply.send(result);
     }
 

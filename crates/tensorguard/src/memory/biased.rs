@@ -543,4 +543,30 @@ mod tests {
         let g = a.grad().expect("a's gradient");
         assert_eq!(g.to_vec::<f32>().expect("values"), vec![6.0; 4]);
     }
+
+    /// `Tensor::share_with_threads` on the making thread gives the bias up
+    /// without a revocation, for the memory and the autograd state; another
+    /// thread then uses the tensor through the plain lock.
+    #[test]
+    fn share_with_threads_gives_the_bias_up_without_revoking() {
+        let cpu = Device::Cpu;
+        let a = Tensor::ones([4], DType::F32, &cpu)
+            .and_then(|t| t.requires_grad(true))
+            .expect("a leaf");
+        let y = a.mul(2.0).expect("mul");
+        assert_eq!(y.storage().data.bias(), "biased");
+        assert_eq!(y.0.autograd.bias(), "biased");
+        y.share_with_threads();
+        assert_eq!(y.storage().data.bias(), "shared");
+        assert_eq!(y.0.autograd.bias(), "shared");
+        let (sum, name) = std::thread::scope(|s| {
+            s.spawn(|| (y.sum().and_then(|t| t.item::<f32>()), y.grad_fn_name()))
+                .join()
+        })
+        .expect("the other thread");
+        assert_eq!(sum.expect("sum"), 8.0);
+        assert_eq!(name, Some("MulBackward"));
+        assert_eq!(y.storage().data.bias(), "shared", "not revoked");
+        assert_eq!(y.0.autograd.bias(), "shared", "not revoked");
+    }
 }

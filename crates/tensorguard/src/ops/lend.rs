@@ -11,6 +11,33 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 impl Tensor {
+    /// Prepare this tensor for use by other threads. A no-op for what it
+    /// computes: call it on the thread that made a host tensor before
+    /// handing the tensor to another thread that will use it (a producer
+    /// feeding workers, a communication thread).
+    ///
+    /// The thread that makes a host tensor holds its memory (and, for an
+    /// op's output recorded by autograd, its autograd state) without atomic
+    /// operations; the first use from another thread takes that over with
+    /// a system call that interrupts every core running the process, a few
+    /// microseconds. Called by the making thread, this gives it up without
+    /// one (called by another thread, it does the takeover now). Views share
+    /// their base's memory. Device and pinned tensors are not affected.
+    ///
+    /// ```
+    /// use tensorguard::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &Device::Cpu)?;
+    /// t.share_with_threads();
+    /// let sum = std::thread::scope(|s| s.spawn(|| t.sum()?.item::<f32>()).join())
+    ///     .expect("the other thread")?;
+    /// assert_eq!(sum, 6.0);
+    /// # Ok::<(), tensorguard::Error>(())
+    /// ```
+    pub fn share_with_threads(&self) {
+        self.storage().data.share();
+        self.0.autograd.share();
+    }
+
     /// Lend this host tensor's elements to `f` as a slice, in row-major
     /// order, without copying them; returns what `f` returns.
     ///
