@@ -22,9 +22,10 @@ use parking_lot::Mutex;
 // Other threads keep theirs. The owner learns it on its next lock: it
 // compares a global generation, bumped by each such decision, with the
 // one it saw last (one relaxed load per lock), and only on a change looks
-// itself up. JVMs dropped biased locking for the cost of such bookkeeping
-// in every object; here it is per tensor, off the ops' path, and
-// revocations are rare by design.
+// itself up. (The JVM turned its biased locking off in 2020, JEP 374:
+// its revocation, a stop of every thread, had grown costly and complex
+// for what atomics still cost. Here a revocation is one system call, and
+// this budget bounds how often a thread pays for it.)
 
 /// Revocations of one owner's locks in one second above which it
 /// stops biasing (about a millisecond of system calls a second).

@@ -157,7 +157,9 @@ impl<T> BiasedLock<T> {
         false
     }
 
-    #[cold]
+    /// The path of plain locks (device storages, leaves' autograd state),
+    /// and of biased ones once shared: out of line, so the owner's path
+    /// stays small where it is inlined.
     #[inline(never)]
     fn read_shared(&self) -> ReadGuard<'_, T> {
         self.end_bias();
@@ -166,7 +168,6 @@ impl<T> BiasedLock<T> {
         ReadGuard::new(self, true)
     }
 
-    #[cold]
     #[inline(never)]
     fn write_shared(&self) -> WriteGuard<'_, T> {
         self.end_bias();
@@ -175,7 +176,6 @@ impl<T> BiasedLock<T> {
         WriteGuard::new(self, true)
     }
 
-    #[cold]
     #[inline(never)]
     fn unlock_shared_read(&self) {
         // SAFETY: called once by the guard of a read lock taken (and its
@@ -183,7 +183,6 @@ impl<T> BiasedLock<T> {
         unsafe { self.lock.force_unlock_read() }
     }
 
-    #[cold]
     #[inline(never)]
     fn unlock_shared_write(&self) {
         // SAFETY: called once by the guard of a write lock taken (and its
@@ -266,61 +265,23 @@ fn backoff(spins: &mut u32) {
 }
 
 /// A hold of a [`BiasedLock`] for reading.
-pub(crate) struct ReadGuard<'a, T> {
-    lock: &'a BiasedLock<T>,
-    /// A read lock of the RwLock; else the owner's biased hold.
-    shared: bool,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<'a, T> ReadGuard<'a, T> {
-    #[inline(always)]
-    fn new(lock: &'a BiasedLock<T>, shared: bool) -> Self {
-        ReadGuard {
-            lock,
-            shared,
-            _not_send: PhantomData,
-        }
-    }
-}
-
-impl<T> Deref for ReadGuard<'_, T> {
-    type Target = T;
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        // SAFETY: this guard holds a read lock of the RwLock, or the bias
-        // (Note [Biased lock]: its count in `held`, so no thread
-        // holds or takes the RwLock, and this thread holds no biased write:
-        // `write` takes the bias only with `held` at 0). Either way no
-        // exclusive borrow of the value exists while the guard lives.
-        unsafe { &*self.lock.lock.data_ptr() }
-    }
-}
-
-impl<T> Drop for ReadGuard<'_, T> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if self.shared {
-            self.lock.unlock_shared_read();
-        } else {
-            let held = self.lock.held.load(Ordering::Relaxed);
-            self.lock.held.store(held - 1, Ordering::Release);
-        }
-    }
-}
-
+pub(crate) type ReadGuard<'a, T> = Hold<'a, T, false>;
 /// A hold of a [`BiasedLock`] for writing.
-pub(crate) struct WriteGuard<'a, T> {
+pub(crate) type WriteGuard<'a, T> = Hold<'a, T, true>;
+
+/// A hold of a [`BiasedLock`], for writing when `WRITE`.
+pub(crate) struct Hold<'a, T, const WRITE: bool> {
     lock: &'a BiasedLock<T>,
-    /// The write lock of the RwLock; else the owner's biased hold.
+    /// The RwLock's lock (taken and its guard forgotten in `read_shared` or
+    /// `write_shared`); else the owner's biased hold.
     shared: bool,
     _not_send: PhantomData<*const ()>,
 }
 
-impl<'a, T> WriteGuard<'a, T> {
+impl<'a, T, const WRITE: bool> Hold<'a, T, WRITE> {
     #[inline(always)]
     fn new(lock: &'a BiasedLock<T>, shared: bool) -> Self {
-        WriteGuard {
+        Hold {
             lock,
             shared,
             _not_send: PhantomData,
@@ -328,33 +289,43 @@ impl<'a, T> WriteGuard<'a, T> {
     }
 }
 
-impl<T> Deref for WriteGuard<'_, T> {
+impl<T, const WRITE: bool> Deref for Hold<'_, T, WRITE> {
     type Target = T;
     #[inline(always)]
     fn deref(&self) -> &T {
-        // SAFETY: as in `deref_mut`, through a shared borrow of the guard.
+        // SAFETY: this guard holds the RwLock, or the bias (Note [Biased
+        // lock]: its count in `held`, so no thread holds or takes the
+        // RwLock). A read guard coexists only with reads (the owner's
+        // `write` takes the bias only with `held` at 0), a write guard with
+        // nothing; either way no exclusive borrow of the value exists
+        // but through this guard's `deref_mut`, which `&self` excludes.
         unsafe { &*self.lock.lock.data_ptr() }
     }
 }
 
-impl<T> DerefMut for WriteGuard<'_, T> {
+impl<T> DerefMut for Hold<'_, T, true> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: this guard holds the RwLock's write lock, or the bias
-        // for writing (Note [Biased lock]: `held` is WRITER, so no
-        // other hold, biased or on the RwLock, exists or is taken while it
-        // lives); `&mut self` makes this the only borrow through it.
+        // SAFETY: this guard holds the RwLock's write lock, or the bias for
+        // writing (Note [Biased lock]: `held` is WRITER, so no other hold,
+        // biased or on the RwLock, exists or is taken while it lives);
+        // `&mut self` makes this the only borrow through it.
         unsafe { &mut *self.lock.lock.data_ptr() }
     }
 }
 
-impl<T> Drop for WriteGuard<'_, T> {
+impl<T, const WRITE: bool> Drop for Hold<'_, T, WRITE> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.shared {
-            self.lock.unlock_shared_write();
-        } else {
-            self.lock.held.store(0, Ordering::Release);
+        let lock = self.lock;
+        match (self.shared, WRITE) {
+            (true, false) => lock.unlock_shared_read(),
+            (true, true) => lock.unlock_shared_write(),
+            (false, false) => {
+                let held = lock.held.load(Ordering::Relaxed);
+                lock.held.store(held - 1, Ordering::Release);
+            }
+            (false, true) => lock.held.store(0, Ordering::Release),
         }
     }
 }
