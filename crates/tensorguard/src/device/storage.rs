@@ -14,8 +14,8 @@ use crate::device::backend::{backend, Mark};
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
+use crate::memory::alloc::biased::BiasedLock;
 use crate::memory::alloc::{Buffer, Shared};
-use crate::memory::biased::BiasedLock;
 use crate::transfer::CopyHistory;
 
 /// A position in the queue of one stream of one device.
@@ -76,7 +76,7 @@ impl Poison {
 // stream worker takes the locks when the kernel runs, not the host at
 // enqueue time. `device::cpu::exec::execute` is the one place that takes them.
 // Each is a `BiasedLock`, biased to the thread that made a host storage
-// (Note [Biased lock] in `memory/biased.rs`): that thread's holds cost no
+// (Note [Biased lock] in `memory/alloc/biased.rs`): that thread's holds cost no
 // atomic read-modify-write.
 //
 // Note [Storage usage marks]

@@ -19,9 +19,6 @@
 //! ```
 
 pub(crate) mod alloc;
-mod bias_budget;
-pub(crate) mod biased;
-pub(crate) mod fence;
 mod watch;
 
 use std::path::Path;

@@ -481,7 +481,7 @@ fn move_bytes(
         b.stream_wait_event(stream, &ddev, dst_stream, seq)?;
     }
     // the copy's stream locks host memory too: a host storage's lock is
-    // shared before the copy is queued (Note [Biased lock] in `memory/biased.rs`)
+    // shared before the copy is queued (Note [Biased lock] in `memory/alloc/biased.rs`)
     landing.storage().data.share();
     packed.storage().data.share();
     let esize = wire.size_in_bytes();

@@ -43,7 +43,7 @@ pub(crate) struct TensorImpl {
     /// Autograd state; `None` for tensors autograd has never seen. Its lock
     /// is biased to the thread that recorded the op making the tensor
     /// (Note [Biased lock]; plain for other tensors).
-    pub(crate) autograd: crate::memory::biased::BiasedLock<Option<crate::autograd::Meta>>,
+    pub(crate) autograd: crate::memory::alloc::biased::BiasedLock<Option<crate::autograd::Meta>>,
     /// Fast check: true once this tensor may take part in autograd.
     pub(crate) tracked: std::sync::atomic::AtomicBool,
     /// For a view: the tensor whose storage it views (never itself a view).
@@ -73,7 +73,7 @@ impl Tensor {
             layout,
             dtype,
             is_view,
-            autograd: crate::memory::biased::BiasedLock::new(None, false),
+            autograd: crate::memory::alloc::biased::BiasedLock::new(None, false),
             tracked: std::sync::atomic::AtomicBool::new(false),
             base,
         }))

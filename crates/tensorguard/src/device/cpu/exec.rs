@@ -7,8 +7,8 @@ use smallvec::SmallVec;
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
 use crate::device::StreamId;
 use crate::error::{Error, Result};
+use crate::memory::alloc::biased::{ReadGuard, WriteGuard};
 use crate::memory::alloc::Buffer;
-use crate::memory::biased::{ReadGuard, WriteGuard};
 use crate::shape::Layout;
 
 enum Guard<'a> {

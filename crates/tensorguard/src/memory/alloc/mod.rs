@@ -5,9 +5,12 @@
 //! step), and the public, device-keyed API lives in [`crate::memory`].
 
 mod access;
+mod bias_budget;
+pub(crate) mod biased;
 mod caching;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod fence;
 mod history;
 mod pinned;
 mod raw;

@@ -98,7 +98,7 @@ impl Magazine {
 // Both fences must be full barriers for the handshake to hold (each side
 // must see the other's flag, or the other must see its own). The owner's
 // is only a compiler fence when the drain's is `membarrier(PRIVATE_
-// EXPEDITED)` (`memory/fence.rs`), which runs a full barrier on every running
+// EXPEDITED)` (`memory/alloc/fence.rs`), which runs a full barrier on every running
 // thread of the process before it returns: an owner whose store was not
 // yet visible has then either made it visible or not yet loaded
 // `drain_in`, and will see it raised. Without that call (not Linux, an old
@@ -148,7 +148,7 @@ impl Slot {
     #[inline]
     fn own(&self) -> SlotGuard<'_> {
         loop {
-            crate::memory::fence::raise_light(&self.owner_in);
+            super::super::fence::raise_light(&self.owner_in);
             if !self.drain_in.load(Ordering::SeqCst) {
                 return SlotGuard(self);
             }
@@ -318,7 +318,7 @@ impl Magazines {
                 })
                 .collect();
             if !chosen.is_empty() {
-                crate::memory::fence::announce(chosen.iter().map(|s| &s.drain_in));
+                super::super::fence::announce(chosen.iter().map(|s| &s.drain_in));
                 for slot in chosen {
                     slot.drained(&mut empty);
                 }

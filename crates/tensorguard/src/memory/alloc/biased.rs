@@ -27,7 +27,7 @@ use super::fence;
 //          REVOKING; wait until held == 0; the RwLock
 // `held` counts the owner's holds and is written by the owner alone, with
 // plain loads and stores. The handshake is the one of Note [Asymmetric slot
-// lock] (`memory/fence.rs`): the owner's fence is a compiler fence where
+// lock] (`memory/alloc/fence.rs`): the owner's fence is a compiler fence where
 // the other side's is `membarrier`, else both sides use sequentially
 // consistent read-modify-writes. After the heavy fence either the owner
 // saw REVOKING (and backs off) or its hold is visible in `held` and the

@@ -1,10 +1,10 @@
 //! Asymmetric fences for the handshakes where one thread is frequent and
 //! the others rare: a magazine's slot (Note [Asymmetric slot lock] in
-//! `alloc/caching/magazine.rs`) and a biased lock (Note [Biased lock] in
+//! `caching/magazine.rs`) and a biased lock (Note [Biased lock] in
 //! `biased.rs`). The frequent side (a thread using its own magazine or
-//! lock) pays a compiler fence, the rare side
-//! (a drain, another thread) a system call that runs a full memory barrier
-//! on every thread of the process.
+//! lock) pays a compiler fence, the rare side (a drain, another thread) a
+//! system call that runs a full memory barrier on every thread of the
+//! process.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
