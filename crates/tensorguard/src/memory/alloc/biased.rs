@@ -487,17 +487,23 @@ mod tests {
         crate::device::synchronize(&emu).expect("synchronize");
     }
 
+    /// A leaf of four ones that requires grad, and `2 * leaf` recorded on
+    /// this thread.
+    fn leaf_and_double() -> (Tensor, Tensor) {
+        let a = Tensor::ones([4], DType::F32, &Device::Cpu)
+            .and_then(|t| t.requires_grad(true))
+            .expect("a leaf");
+        let y = a.mul(2.0).expect("mul");
+        (a, y)
+    }
+
     /// A recorded op's output has its autograd state biased to the thread
     /// that recorded it (the next op recording it locks that state); a
     /// leaf's is plain. Another thread reading its history revokes the
     /// bias, and backward works the same after it.
     #[test]
     fn a_recorded_output_has_its_autograd_state_biased_to_its_thread() {
-        let cpu = Device::Cpu;
-        let a = Tensor::ones([4], DType::F32, &cpu)
-            .and_then(|t| t.requires_grad(true))
-            .expect("a leaf");
-        let y = a.mul(2.0).expect("mul");
+        let (a, y) = leaf_and_double();
         assert_eq!(y.0.autograd.bias(), "biased");
         assert_eq!(a.0.autograd.bias(), "shared");
         let z = y.mul(3.0).expect("mul");
@@ -520,11 +526,7 @@ mod tests {
     /// thread then uses the tensor through the plain lock.
     #[test]
     fn share_with_threads_gives_the_bias_up_without_revoking() {
-        let cpu = Device::Cpu;
-        let a = Tensor::ones([4], DType::F32, &cpu)
-            .and_then(|t| t.requires_grad(true))
-            .expect("a leaf");
-        let y = a.mul(2.0).expect("mul");
+        let (_a, y) = leaf_and_double();
         assert_eq!(y.storage().data.bias(), "biased");
         assert_eq!(y.0.autograd.bias(), "biased");
         y.share_with_threads();
