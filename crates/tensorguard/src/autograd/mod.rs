@@ -557,15 +557,27 @@ pub(crate) fn record(
 /// calls, with the output it just made: while that is its only handle, its
 /// history is written without taking its lock (two atomic operations
 /// fewer on every recorded op).
+#[inline(always)]
 pub(crate) fn record_if_tracking(
     out: &mut Tensor,
     inputs: &[&Tensor],
     site: &'static Location<'static>,
     grad: impl FnOnce(&Tensor) -> Grad,
 ) {
-    if !inputs.iter().any(|t| t.meta_flag()) {
-        return;
+    if inputs.iter().any(|t| t.meta_flag()) {
+        record_tracked(out, inputs, site, grad);
     }
+}
+
+/// [`record_if_tracking`] once an input has autograd state (out of line:
+/// the check above is all an op pays when nothing records).
+#[inline(never)]
+fn record_tracked(
+    out: &mut Tensor,
+    inputs: &[&Tensor],
+    site: &'static Location<'static>,
+    grad: impl FnOnce(&Tensor) -> Grad,
+) {
     if !is_grad_enabled() || inputs.iter().any(|t| t.0.base.is_some()) {
         // `tracking`'s own rules: the checkpoint probe under no_grad, and a
         // view's history that may come from its base

@@ -52,14 +52,27 @@ pub(crate) type Cast = Option<SmallVec<[Tensor; 2]>>;
 /// (recorded by autograd, so gradients flow back in the inputs' dtypes)
 /// made at `site`, the op's call site. An out-of-place op only: in-place
 /// ops are not autocast.
+#[inline]
 pub(crate) fn inputs(
     op: &'static str,
     ins: &[&Tensor],
     site: &'static Location<'static>,
 ) -> Result<Cast> {
-    let Some(low) = autocast::active() else {
-        return Ok(None);
-    };
+    match autocast::active() {
+        None => Ok(None),
+        Some(low) => cast_inputs(op, ins, site, low),
+    }
+}
+
+/// [`inputs`] under autocast to `low` (out of line: every op checks
+/// whether autocast is on, few run under it).
+#[inline(never)]
+fn cast_inputs(
+    op: &'static str,
+    ins: &[&Tensor],
+    site: &'static Location<'static>,
+    low: DType,
+) -> Result<Cast> {
     let Some(policy) = policy(op) else {
         return Ok(None);
     };

@@ -96,10 +96,15 @@ pub(crate) fn binary(
     } else {
         compute
     };
-    let shape = match b {
-        Operand::Tensor(t) => broadcast_shapes(name, a.shape(), t.shape())?,
-        Operand::Scalar(_) => a.shape().into(),
+    // the output's shape: `a`'s unless the operands broadcast, so the
+    // common case builds no shape and reads both operands as they are
+    let broadcast = match b {
+        Operand::Tensor(t) if !crate::shape::same(a.shape(), t.shape()) => {
+            Some(broadcast_shapes(name, a.shape(), t.shape())?)
+        }
+        _ => None,
     };
+    let shape: &[usize] = broadcast.as_deref().unwrap_or(a.shape());
     let b_tensor: Option<&Tensor> = match b {
         Operand::Tensor(t) => Some(t),
         Operand::Scalar(_) => None,
@@ -123,10 +128,10 @@ pub(crate) fn binary(
         if let Some(t) = b_tensor {
             others.push(("other", t));
         }
-        check_inplace_target(name, a, produced, &shape, &others)?;
+        check_inplace_target(name, a, produced, shape, &others)?;
         a.alias()
     } else {
-        Tensor::uninit_like(&shape, produced, &a.device(), ins, site)?
+        Tensor::uninit_like(shape, produced, &a.device(), ins, site)?
     };
     let other = || match b {
         Operand::Tensor(t) => formulas::Other::tensor(op, t),
@@ -154,7 +159,10 @@ pub(crate) fn binary(
         Operand::Tensor(t) => launch(
             &Kernel::Binary(kop),
             &outs,
-            &[In::bcast(a, compute, &shape), In::bcast(t, compute, &shape)],
+            &match broadcast {
+                Some(_) => [In::bcast(a, compute, shape), In::bcast(t, compute, shape)],
+                None => [In::new(a, compute), In::new(t, compute)],
+            },
             inplace,
             site,
         )?,
