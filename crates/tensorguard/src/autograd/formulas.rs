@@ -73,11 +73,37 @@ impl In {
     }
 }
 
+/// An elementwise op's input as its formula needs it: the dtype, and the
+/// shape only where it differs from the output's (a broadcast operand).
+/// Most operands have the output's shape; an [`In`] would copy it anyway
+/// and make the node's formula 48 bytes larger per operand, built and
+/// moved on every recorded op.
+pub(crate) struct ElemIn {
+    /// `None`: the output's shape (the gradient is only cast).
+    shape: Option<Box<[usize]>>,
+    dtype: DType,
+}
+
+impl ElemIn {
+    /// `t` read by an op whose output has shape `out`.
+    fn of(t: &Tensor, out: &[usize]) -> ElemIn {
+        ElemIn {
+            shape: (!crate::shape::same(t.shape(), out)).then(|| t.shape().into()),
+            dtype: t.dtype(),
+        }
+    }
+    /// `g`, a gradient of the output, summed to the input's shape and cast
+    /// to its dtype.
+    fn reduce(&self, g: &Tensor) -> Result<Option<Tensor>> {
+        sum_to(g, self.shape.as_deref().unwrap_or(g.shape()), self.dtype).map(Some)
+    }
+}
+
 /// The second operand as the formula sees it.
 pub(crate) enum Other {
     /// The operand's value (dropped by ops whose gradient does not need it)
     /// and its shape/dtype.
-    Tensor(Option<Saved>, In),
+    Tensor(Option<Saved>, ElemIn),
     Scalar(Scalar),
 }
 
@@ -85,8 +111,11 @@ impl Other {
     /// The tensor operand of `op`, its value saved only when `op`'s
     /// gradient reads it (saving makes a detached handle: an allocation that
     /// `add` and `sub` would throw away).
-    pub(crate) fn tensor(op: BinaryOp, t: &Tensor) -> Other {
-        Other::Tensor(binary_reads_other(op).then(|| Saved::new(t)), In::of(t))
+    pub(crate) fn tensor(op: BinaryOp, t: &Tensor, out: &[usize]) -> Other {
+        Other::Tensor(
+            binary_reads_other(op).then(|| Saved::new(t)),
+            ElemIn::of(t, out),
+        )
     }
 }
 
@@ -141,7 +170,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
         name,
         f: Backward::Binary(BinaryGrad {
             op,
-            ain: In::of(a),
+            ain: ElemIn::of(a, out.shape()),
             sa: needs_a.then(|| Saved::new(a)),
             so: needs_out.then(|| Saved::new(out)),
             b: match b {
@@ -156,7 +185,7 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Other, out: &Tensor) -> Grad {
 /// the second operand, and the values the formula reads.
 pub(crate) struct BinaryGrad {
     op: BinaryOp,
-    ain: In,
+    ain: ElemIn,
     b: Other,
     sa: Option<Saved>,
     so: Option<Saved>,
@@ -279,7 +308,7 @@ pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor
         name,
         f: Backward::Unary(UnaryGrad {
             op,
-            ain: In::of(a),
+            ain: ElemIn::of(a, out.shape()),
             sa: unary_reads_input(op).then(|| Saved::new(a)),
             so: matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out)),
         }),
@@ -290,7 +319,7 @@ pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor
 /// value (input or output) its formula reads.
 pub(crate) struct UnaryGrad {
     op: crate::device::kernel::UnaryOp,
-    ain: In,
+    ain: ElemIn,
     sa: Option<Saved>,
     so: Option<Saved>,
 }

@@ -134,7 +134,7 @@ pub(crate) fn binary(
         Tensor::uninit_like(shape, produced, &a.device(), ins, site)?
     };
     let other = || match b {
-        Operand::Tensor(t) => formulas::Other::tensor(op, t),
+        Operand::Tensor(t) => formulas::Other::tensor(op, t, shape),
         Operand::Scalar(s) => formulas::Other::Scalar(s),
     };
     // An in-place op saves its operand before the write: if the operand
