@@ -1,0 +1,44 @@
+//! candle's side of `crates/tensorguard/examples/tiny_chain.rs`: chains of
+//! 100 dependent adds of one-element f32 tensors, with the same arguments
+//! (adds, recorded 0/1, repetitions) and the same output, so
+//! `scripts/op_footprint.py` can profile both alike.
+
+use std::time::Instant;
+
+use candle_core::{DType, Device, Result, Tensor, Var};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let ops = args.next().flatten().unwrap_or(200_000).max(100);
+    let recorded = args.next().flatten().unwrap_or(0) == 1;
+    let reps = args.next().flatten().unwrap_or(7).max(1);
+    let dev = Device::Cpu;
+    let one = Tensor::ones(1, DType::F32, &dev)?;
+    // a Var's tensor is tracked: candle records every op made from it
+    let var = Var::ones(1, DType::F32, &dev)?;
+    let plain = Tensor::ones(1, DType::F32, &dev)?;
+    let mut per_op = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        for _ in 0..ops / 100 {
+            let mut x = if recorded {
+                var.as_tensor().clone()
+            } else {
+                plain.clone()
+            };
+            for _ in 0..100 {
+                x = (&x + &one)?;
+            }
+            std::hint::black_box(&x);
+        }
+        per_op.push(t.elapsed().as_nanos() as f64 / (ops / 100 * 100) as f64);
+    }
+    per_op.sort_by(f64::total_cmp);
+    println!(
+        "tiny add{}: median {:.1} ns, min {:.1} ns per add ({reps} repetitions of {ops} adds)",
+        if recorded { " (recorded)" } else { "" },
+        per_op[per_op.len() / 2],
+        per_op[0],
+    );
+    Ok(())
+}
