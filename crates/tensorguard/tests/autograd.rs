@@ -1183,6 +1183,39 @@ fn shared_leaf_accumulates_from_two_threads_without_losses(dev: &Device) -> Resu
 // Dtypes and devices
 // ---------------------------------------------------------------------------
 
+test_device!(
+    binary_op_gradients_are_reduced_and_cast_to_each_operand,
+    binary_op_gradients_are_reduced_and_cast_to_each_operand_cpu,
+    binary_op_gradients_are_reduced_and_cast_to_each_operand_emu,
+    binary_op_gradients_are_reduced_and_cast_to_each_operand_cuda
+);
+/// An elementwise formula keeps an operand's shape only where it is
+/// broadcast: the operand of the output's shape gets the gradient cast to
+/// its dtype, the broadcast one summed back to its shape (as PyTorch:
+/// `a` f32 [2, 3] times `b` f64 [3] is f64; `a.grad` is f32, `b.grad` f64).
+fn binary_op_gradients_are_reduced_and_cast_to_each_operand(dev: &Device) -> Result<()> {
+    let a = leaf32(dev, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = Tensor::from_slice(&[0.5f64, -1.0, 2.0], [3], dev)?.requires_grad(true)?;
+    for (y, b_first) in [(a.mul(&b)?, false), (b.mul(&a)?, true)] {
+        assert_eq!(y.dtype(), DType::F64, "b first: {b_first}");
+        y.sum()?.backward()?;
+        let ga = a.grad().unwrap();
+        let gb = b.grad().unwrap();
+        assert_eq!((ga.dtype(), ga.shape()), (DType::F32, &[2, 3][..]));
+        assert_eq!((gb.dtype(), gb.shape()), (DType::F64, &[3][..]));
+        assert_eq!(ga.to_vec::<f32>()?, vec![0.5, -1.0, 2.0, 0.5, -1.0, 2.0]);
+        assert_eq!(gb.to_vec::<f64>()?, vec![5.0, 7.0, 9.0]);
+        a.zero_grad();
+        b.zero_grad();
+    }
+    // a unary formula: the gradient in the input's dtype and shape
+    let y = a.exp()?.to_dtype(DType::F64)?.mul(&b)?.sum()?;
+    y.backward()?;
+    let ga = a.grad().unwrap();
+    assert_eq!((ga.dtype(), ga.shape()), (DType::F32, &[2, 3][..]));
+    Ok(())
+}
+
 #[test]
 fn gradients_come_back_in_the_leaf_dtype_and_device() -> Result<()> {
     let x = leaf32(&CPU, &[1.0, 2.0], &[2]);
