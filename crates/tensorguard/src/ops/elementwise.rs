@@ -97,7 +97,7 @@ pub(crate) fn binary(
         compute
     };
     // the output's shape: `a`'s unless the operands broadcast, so the
-    // common case builds no shape and reads both operands as they are
+    // common case builds no shape
     let broadcast = match b {
         Operand::Tensor(t) if !crate::shape::same(a.shape(), t.shape()) => {
             Some(broadcast_shapes(name, a.shape(), t.shape())?)
@@ -159,10 +159,11 @@ pub(crate) fn binary(
         Operand::Tensor(t) => launch(
             &Kernel::Binary(kop),
             &outs,
-            &match broadcast {
-                Some(_) => [In::bcast(a, compute, shape), In::bcast(t, compute, shape)],
-                None => [In::new(a, compute), In::new(t, compute)],
-            },
+            &[a, t].map(|t| In {
+                t,
+                dtype: compute,
+                bshape: broadcast.as_deref(),
+            }),
             inplace,
             site,
         )?,

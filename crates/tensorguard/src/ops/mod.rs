@@ -34,7 +34,10 @@ pub use elementwise::Operand;
 pub(crate) use transfer::{read_to_host, transfer_into};
 
 /// One input of a launch: the tensor, the dtype the kernel reads it as, and
-/// the shape it is broadcast to (None: as is).
+/// the shape it is broadcast to (None: as is). Backends read a `bshape`
+/// equal to the operand's own shape as no broadcast; [`In::bcast`] leaves
+/// it out then, so their checks (and the copy a queued launch makes of it)
+/// cost nothing for an operand of the output's shape.
 pub(crate) struct In<'a> {
     pub t: &'a Tensor,
     pub dtype: DType,
@@ -49,11 +52,12 @@ impl<'a> In<'a> {
             bshape: None,
         }
     }
+    /// `t` read broadcast to `shape` (as is when that is its own shape).
     pub fn bcast(t: &'a Tensor, dtype: DType, shape: &'a [usize]) -> Self {
         In {
             t,
             dtype,
-            bshape: Some(shape),
+            bshape: (!crate::shape::same(t.shape(), shape)).then_some(shape),
         }
     }
 }
