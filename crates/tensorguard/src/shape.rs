@@ -53,7 +53,8 @@ impl<const N: usize> From<&[usize; N]> for Shape {
 }
 impl From<Vec<usize>> for Shape {
     fn from(d: Vec<usize>) -> Self {
-        Shape(dims_of(&d))
+        // inline up to six dims; a longer shape keeps the vector's block
+        Shape(Dims::from_vec(d))
     }
 }
 impl From<&Vec<usize>> for Shape {
