@@ -1208,11 +1208,22 @@ fn binary_op_gradients_are_reduced_and_cast_to_each_operand(dev: &Device) -> Res
         a.zero_grad();
         b.zero_grad();
     }
-    // a unary formula: the gradient in the input's dtype and shape
+    // a unary formula after them: d/da sum(exp(a) * b) = exp(a) * b, in
+    // a's dtype and shape
     let y = a.exp()?.to_dtype(DType::F64)?.mul(&b)?.sum()?;
     y.backward()?;
     let ga = a.grad().unwrap();
     assert_eq!((ga.dtype(), ga.shape()), (DType::F32, &[2, 3][..]));
+    let want = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]
+        .iter()
+        .zip([0.5f32, -1.0, 2.0].iter().cycle())
+        .map(|(x, s)| x.exp() * s);
+    for (got, want) in ga.to_vec::<f32>()?.into_iter().zip(want) {
+        assert!(
+            (got - want).abs() <= 1e-4 * want.abs(),
+            "{got} against {want}"
+        );
+    }
     Ok(())
 }
 
