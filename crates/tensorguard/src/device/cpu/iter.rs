@@ -118,6 +118,16 @@ pub(crate) fn split_runs<S: HostSplit>(
     super::team::for_each_run_if_awake(out, unit, f)
 }
 
+/// Whether `l` is read in one run alongside the output `ol`: contiguous
+/// in `ol`'s shape (a broadcast operand has a zero stride and is not).
+#[inline]
+fn dense_as(l: &Layout, ol: &Layout) -> bool {
+    match &*ol.shape {
+        [n] => l.shape[..] == [*n] && l.strides[..] == [1],
+        shape => l.shape[..] == *shape && l.is_contiguous(),
+    }
+}
+
 /// Drive an elementwise kernel over `layouts` (the output first, all with
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
 /// `out[offsets[0] - out_base ..]` for one run. The output's elements are
@@ -147,6 +157,19 @@ pub(crate) fn drive<O: Send, const N: usize, F>(
             std::array::from_fn(|k| layouts[k].offset),
             1,
             [0; N],
+        );
+        return;
+    }
+    if numel < min / WARM_SPLIT && layouts.iter().all(|l| dense_as(l, ol)) {
+        // a small op on operands laid out alike (a 1K add): one run, none
+        // of the machinery below, and never split (as `split_runs` would
+        // not)
+        body(
+            out,
+            0,
+            std::array::from_fn(|k| layouts[k].offset),
+            numel,
+            [1; N],
         );
         return;
     }
@@ -346,4 +369,92 @@ pub(crate) fn gather_strided<T: Native>(data: &[T], layout: &Layout, mut f: impl
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `out = 100 a + b` by `map2`, against the same sum taken element by
+    /// element through each layout's strides.
+    fn check_map2(ol: &Layout, al: &Layout, bl: &Layout) {
+        let a: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..64).map(|i| 0.5 * i as f32).collect();
+        let mut out = vec![-1.0f32; ol.storage_end()];
+        map2(&mut out, ol, (&a, al), (&b, bl), |x, y| 100.0 * x + y);
+        let n = ol.numel();
+        let at = |l: &Layout, mut p: usize| {
+            let mut idx = l.offset;
+            for d in (0..l.shape.len()).rev() {
+                idx += (p % l.shape[d]) * l.strides[d];
+                p /= l.shape[d];
+            }
+            idx
+        };
+        for p in 0..n {
+            let want = 100.0 * a[at(al, p)] + b[at(bl, p)];
+            assert_eq!(
+                out[at(ol, p)],
+                want,
+                "element {p} of {ol:?} from {al:?}, {bl:?}"
+            );
+        }
+    }
+
+    fn layout(shape: &[usize], strides: &[usize], offset: usize) -> Layout {
+        Layout {
+            shape: shape.iter().copied().collect(),
+            strides: strides.iter().copied().collect(),
+            offset,
+        }
+    }
+
+    #[test]
+    fn small_dense_operands_are_read_in_one_run_at_their_offsets() {
+        // 1-d and 2-d, contiguous at offsets (views into a larger buffer)
+        let o = Layout::contiguous(&[5]);
+        check_map2(&o, &layout(&[5], &[1], 3), &layout(&[5], &[1], 7));
+        let o = Layout::contiguous(&[2, 3]);
+        check_map2(
+            &o,
+            &layout(&[2, 3], &[3, 1], 4),
+            &Layout::contiguous(&[2, 3]),
+        );
+        // a size-1 dim's stride does not matter
+        let o = layout(&[2, 1, 3], &[3, 7, 1], 2);
+        check_map2(
+            &o,
+            &layout(&[2, 1, 3], &[3, 9, 1], 1),
+            &layout(&[2, 1, 3], &[3, 0, 1], 0),
+        );
+    }
+
+    #[test]
+    fn small_operands_not_laid_out_alike_take_the_strided_path() {
+        let o = Layout::contiguous(&[2, 3]);
+        // broadcast along the rows, and along the columns
+        check_map2(
+            &o,
+            &layout(&[2, 3], &[0, 1], 0),
+            &layout(&[2, 3], &[1, 0], 5),
+        );
+        // transposed, and a step of two
+        check_map2(
+            &o,
+            &layout(&[2, 3], &[1, 2], 0),
+            &layout(&[2, 3], &[6, 2], 1),
+        );
+        // a transposed output
+        check_map2(
+            &layout(&[2, 3], &[1, 2], 0),
+            &Layout::contiguous(&[2, 3]),
+            &layout(&[2, 3], &[1, 2], 0),
+        );
+        // a 1-d operand with a stride
+        check_map2(
+            &Layout::contiguous(&[4]),
+            &layout(&[4], &[2], 1),
+            &layout(&[4], &[1], 0),
+        );
+    }
 }
