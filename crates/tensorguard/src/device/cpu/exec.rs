@@ -294,7 +294,9 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         return None;
     }
     let oid = out.storage.id();
-    let self_first = kernel.reads_output_in_place()
+    // a fresh output is no input's storage (Note [Fresh outputs])
+    let self_first = !out.fresh
+        && kernel.reads_output_in_place()
         && ins.first().is_some_and(|i| {
             i.storage.id() == oid
                 && i.tdtype == i.want
