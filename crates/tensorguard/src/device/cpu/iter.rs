@@ -118,14 +118,23 @@ pub(crate) fn split_runs<S: HostSplit>(
     super::team::for_each_run_if_awake(out, unit, f)
 }
 
-/// Whether `l` is read in one run alongside the output `ol`: contiguous
-/// in `ol`'s shape (a broadcast operand has a zero stride and is not).
+/// Whether one run in memory order visits every element of `layouts`
+/// (the output first, all of one shape): each operand laid out in memory
+/// as the output (equal strides, but where a dim has size 1), and the
+/// output covering its elements without gaps (contiguous, or a transposed
+/// output of transposed inputs). A broadcast operand (a zero stride) is
+/// not.
 #[inline]
-fn dense_as(l: &Layout, ol: &Layout) -> bool {
-    match &*ol.shape {
-        [n] => l.shape[..] == [*n] && l.strides[..] == [1],
-        shape => l.shape[..] == *shape && l.is_contiguous(),
-    }
+fn one_run(layouts: &[&Layout]) -> bool {
+    let [ol, rest @ ..] = layouts else {
+        return false;
+    };
+    let alike = |l: &&Layout| {
+        (l.shape.iter().zip(&l.strides))
+            .zip(&ol.strides)
+            .all(|((&n, s), t)| n == 1 || s == t)
+    };
+    rest.iter().all(alike) && (ol.is_contiguous() || ol.is_non_overlapping_and_dense())
 }
 
 /// Drive an elementwise kernel over `layouts` (the output first, all with
@@ -160,10 +169,10 @@ pub(crate) fn drive<O: Send, const N: usize, F>(
         );
         return;
     }
-    if numel < min / WARM_SPLIT && layouts.iter().all(|l| dense_as(l, ol)) {
-        // a small op on operands laid out alike (a 1K add): one run, none
-        // of the machinery below, and never split (as `split_runs` would
-        // not)
+    if numel < min / WARM_SPLIT && one_run(&layouts) {
+        // a small op on operands laid out alike (a 1K add, of transposed
+        // operands too): one run, none of the machinery below, and never
+        // split (as `split_runs` would not)
         body(
             out,
             0,
@@ -427,6 +436,13 @@ mod tests {
             &layout(&[2, 1, 3], &[3, 9, 1], 1),
             &layout(&[2, 1, 3], &[3, 0, 1], 0),
         );
+        // all three transposed alike (the output `Layout::dense_like` makes)
+        let t = layout(&[3, 4], &[1, 3], 0);
+        check_map2(
+            &t,
+            &layout(&[3, 4], &[1, 3], 5),
+            &layout(&[3, 4], &[1, 3], 2),
+        );
     }
 
     #[test]
@@ -444,7 +460,10 @@ mod tests {
             &layout(&[2, 3], &[1, 2], 0),
             &layout(&[2, 3], &[6, 2], 1),
         );
-        // a transposed output
+        // all three alike but with gaps (every other element)
+        let gaps = layout(&[2, 3], &[6, 2], 1);
+        check_map2(&gaps, &gaps, &layout(&[2, 3], &[6, 2], 0));
+        // a transposed output of inputs laid out otherwise
         check_map2(
             &layout(&[2, 3], &[1, 2], 0),
             &Layout::contiguous(&[2, 3]),
