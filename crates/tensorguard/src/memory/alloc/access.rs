@@ -36,6 +36,7 @@ pub(crate) fn enter_device_thread(device: Device) {
 /// Whether the calling thread may touch the memory of `device` as host
 /// memory: host memory always; a device's memory on its own workers (and a
 /// peer opened by [`PeerAccess`]).
+#[inline]
 pub(crate) fn may_touch(device: &Device) -> bool {
     device.is_cpu()
         || ACCESS.with(|a| {
