@@ -33,7 +33,7 @@ pub(super) struct Magazine {
     /// newest last (LIFO: the warmest memory is reused first). Inline, so
     /// the whole magazine lies in its slot's cache lines (Note [Slots
     /// apart]).
-    blocks: SmallVec<[Allocation; MAGAZINE_CAPACITY]>,
+    blocks: Blocks,
     /// Allocations served from `blocks` since the last drain: how many,
     /// their bytes and requested bytes (the accumulated statistics owe them).
     hits: (i64, i64, i64),
@@ -50,10 +50,9 @@ impl Magazine {
         requested: usize,
         site: &'static Location<'static>,
     ) -> Option<Allocation> {
-        let k = self.blocks.iter().rposition(|a| {
+        let a = self.blocks.take_where(|a| {
             a.requested == requested && a.stream == stream && std::ptr::eq(a.site, site)
         })?;
-        let a = self.blocks.swap_remove(k);
         self.hits.0 += 1;
         self.hits.1 += a.size as i64;
         self.hits.2 += a.requested as i64;
@@ -64,12 +63,64 @@ impl Magazine {
     /// returns whether it did.
     #[inline]
     pub(super) fn put(&mut self, a: &mut Option<Allocation>) -> bool {
-        if self.blocks.len() >= MAGAZINE_CAPACITY {
+        self.blocks.push(a)
+    }
+}
+
+/// A magazine's blocks: a stack of fixed capacity, inline. (A `SmallVec`
+/// tested whether it had spilled to the heap on every access: a third of
+/// a hit's instructions.)
+pub(super) struct Blocks {
+    /// `items[..len]` are `Some`, the rest `None`.
+    items: [Option<Allocation>; MAGAZINE_CAPACITY],
+    len: usize,
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Blocks {
+            items: [const { None }; MAGAZINE_CAPACITY],
+            len: 0,
+        }
+    }
+}
+
+impl Blocks {
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Takes the block out of `a` unless the stack is full; whether it did.
+    #[inline]
+    pub(super) fn push(&mut self, a: &mut Option<Allocation>) -> bool {
+        let Some(slot) = self.items.get_mut(self.len) else {
+            return false;
+        };
+        if a.is_none() {
             return false;
         }
-        let Some(a) = a.take() else { return false };
-        self.blocks.push(a);
+        *slot = a.take();
+        self.len += 1;
         true
+    }
+
+    /// Takes out the newest block that `pred` accepts; the top block
+    /// takes its place.
+    #[inline]
+    pub(super) fn take_where(&mut self, pred: impl Fn(&Allocation) -> bool) -> Option<Allocation> {
+        let live = self.items.get_mut(..self.len)?;
+        let k = live.iter().rposition(|a| a.as_ref().is_some_and(&pred))?;
+        let last = live.len() - 1;
+        live.swap(k, last);
+        self.len = last;
+        live[last].take()
+    }
+
+    /// Takes out every block.
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = Allocation> + '_ {
+        self.len = 0;
+        self.items.iter_mut().filter_map(Option::take)
     }
 }
 
@@ -304,7 +355,7 @@ impl Magazines {
         let mut empty = |m: &mut Magazine| {
             g.add_magazine_hits(m.hits);
             m.hits = (0, 0, 0);
-            for a in m.blocks.drain(..) {
+            for a in m.blocks.drain() {
                 g.deactivate(a.block);
             }
         };
@@ -365,6 +416,52 @@ mod tests {
     fn alloc_at_one_site(a: &CachingAllocator, bytes: usize, stream: StreamId) -> Allocation {
         a.allocate(bytes, stream, Location::caller())
             .expect("host memory")
+    }
+
+    /// A magazine's stack: the newest matching block comes out first and
+    /// the top block fills its place; nothing is kept past the capacity;
+    /// a drain takes every block.
+    #[test]
+    fn blocks_take_the_newest_match_and_keep_their_capacity() {
+        use super::super::magazine::{Blocks, MAGAZINE_CAPACITY};
+        let (a, _raw) = host(None);
+        let mut s = Blocks::default();
+        assert!(s.is_empty());
+        for k in 1..=MAGAZINE_CAPACITY {
+            let mut x = Some(alloc_at_one_site(&a, k * KIB, 0));
+            assert!(s.push(&mut x));
+            assert!(x.is_none(), "the block moved into the stack");
+        }
+        let mut extra = Some(alloc_at_one_site(&a, KIB, 0));
+        assert!(!s.push(&mut extra), "full");
+        assert!(extra.is_some(), "a block not kept stays with the caller");
+        let mut none = None;
+        let mid = s.take_where(|b| b.requested == 3 * KIB).expect("kept");
+        assert_eq!(mid.requested, 3 * KIB);
+        assert!(s.take_where(|b| b.requested == 3 * KIB).is_none());
+        assert!(!s.push(&mut none), "nothing to keep");
+        // the top block moved into the gap, and is still found
+        let top = s
+            .take_where(|b| b.requested == MAGAZINE_CAPACITY * KIB)
+            .expect("kept");
+        // of two blocks that match, the newest
+        let newest = extra.as_ref().map(|b| b.ptr());
+        assert!(s.push(&mut extra));
+        let got = s.take_where(|b| b.requested == KIB).expect("kept");
+        assert_eq!(Some(got.ptr()), newest);
+        let rest: Vec<_> = s.drain().collect();
+        assert_eq!(rest.len(), MAGAZINE_CAPACITY - 2);
+        assert!(s.is_empty());
+        assert!(s.take_where(|_| true).is_none());
+        let mut sizes: Vec<_> = rest.iter().map(|b| b.requested / KIB).collect();
+        sizes.sort_unstable();
+        let expected: Vec<_> = (1..MAGAZINE_CAPACITY).filter(|&k| k != 3).collect();
+        assert_eq!(sizes, expected);
+        for b in rest.into_iter().chain([mid, top, got]) {
+            a.free(b);
+        }
+        a.empty_cache();
+        assert_eq!(a.stats().allocation.all.current, 0);
     }
 
     /// Note [Slots apart]: a slot and its blocks fill whole 128-byte units
