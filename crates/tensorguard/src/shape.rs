@@ -307,6 +307,7 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    #[inline]
     pub fn contiguous(shape: &[usize]) -> Self {
         let n = shape.len();
         if n <= INLINE_DIMS {

@@ -104,6 +104,10 @@ pub(crate) trait Backend: Send + Sync {
 /// when the device is full, waiting for them all before the allocator
 /// fails (Note [Cross-stream lifetime]). The memory's values are
 /// unspecified.
+///
+/// Inlined for the cpu (every host op's output); other devices' path is
+/// out of line.
+#[inline]
 pub(crate) fn alloc_buffer(
     device: &Device,
     stream: StreamId,
@@ -111,10 +115,21 @@ pub(crate) fn alloc_buffer(
     site: &'static Location<'static>,
 ) -> Result<Buffer> {
     if let Device::Cpu = device {
-        // every host op's output: no deferred frees to reclaim, and no
-        // dynamic call to find the allocator
+        // no deferred frees to reclaim, and no dynamic call to find the
+        // allocator
         return Buffer::new_in(&CPU.allocator, device, stream, bytes, site, &mut || false);
     }
+    alloc_device_buffer(device, stream, bytes, site)
+}
+
+/// [`alloc_buffer`] for a device with a backend of its own.
+#[inline(never)]
+fn alloc_device_buffer(
+    device: &Device,
+    stream: StreamId,
+    bytes: usize,
+    site: &'static Location<'static>,
+) -> Result<Buffer> {
     let b = backend(device)?;
     b.reclaim(false);
     Buffer::new_in(b.allocator(), device, stream, bytes, site, &mut || {

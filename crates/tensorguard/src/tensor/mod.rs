@@ -60,6 +60,7 @@ impl Tensor {
         Tensor::with_base(storage, layout, dtype, is_view, None)
     }
 
+    #[inline]
     fn with_base(
         storage: Shared<Storage>,
         layout: Layout,
@@ -146,6 +147,7 @@ impl Tensor {
     /// A fresh tensor of the dense `layout` (offset 0, no gaps) over
     /// `bytes` (checked by [`bytes_for`](Tensor::bytes_for) before the
     /// layout was built), its elements not yet written.
+    #[inline]
     fn uninit_in(
         layout: Layout,
         bytes: usize,

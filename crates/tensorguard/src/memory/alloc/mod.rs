@@ -64,6 +64,7 @@ impl Buffer {
     /// for other streams, Note [Cross-stream lifetime]) and the allocation
     /// retried before it fails. The memory is initialised (zeroed when
     /// fresh, earlier contents when reused) but its values are unspecified.
+    #[inline]
     pub(crate) fn new_in(
         allocator: &'static CachingAllocator,
         device: &Device,
@@ -132,7 +133,7 @@ impl Buffer {
 
     /// Why the calling thread may not read this block as host memory, if it
     /// may not (Note [Opaque device memory]).
-    #[inline]
+    #[inline(always)]
     fn check_host_access(&self) -> Result<()> {
         if self.len == 0 || (self.host_addressable && access::may_touch(&self.device)) {
             return Ok(());
@@ -142,7 +143,9 @@ impl Buffer {
 
     /// The bytes as a host slice: host memory, or a device's memory on one
     /// of its own workers; otherwise an error (Note [Opaque device memory]).
-    #[inline]
+    /// Always inlined: every kernel asks it for each operand, and the call
+    /// cost more than the check.
+    #[inline(always)]
     pub(crate) fn host_bytes(&self) -> Result<&[u8]> {
         self.check_host_access()?;
         if self.len == 0 {
@@ -159,7 +162,7 @@ impl Buffer {
     }
 
     /// The bytes as a mutable host slice (see [`host_bytes`](Buffer::host_bytes)).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn host_bytes_mut(&mut self) -> Result<&mut [u8]> {
         self.check_host_access()?;
         if self.len == 0 {

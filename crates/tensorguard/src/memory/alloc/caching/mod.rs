@@ -222,6 +222,8 @@ impl Allocation {
 pub(crate) struct CachingAllocator {
     device_name: String,
     raw: Box<dyn RawAlloc>,
+    /// `raw.host_addressable()`, asked once (every buffer asks it).
+    host_addressable: bool,
     inner: Mutex<Inner>,
     /// The per-thread caches (Note [Thread caches]).
     magazines: Magazines,
@@ -248,6 +250,7 @@ impl CachingAllocator {
         let magazines = Magazines::new();
         CachingAllocator {
             device_name,
+            host_addressable: raw.host_addressable(),
             raw,
             inner: Mutex::new(Inner::new(magazines.id())),
             magazines,
@@ -292,8 +295,9 @@ impl CachingAllocator {
 
     /// Whether this allocator's memory is host memory (see [`RawAlloc`]'s
     /// safety contract).
+    #[inline]
     pub(crate) fn host_addressable(&self) -> bool {
-        self.raw.host_addressable()
+        self.host_addressable
     }
 
     /// Allocates `bytes` on `stream`, recording `site` as the call site.
@@ -316,7 +320,30 @@ impl CachingAllocator {
     /// is full after the cache was released: a device returns blocks whose
     /// frees wait for other streams there (and reports whether it did), and
     /// the allocation is retried before it fails.
+    ///
+    /// Inlined: a thread cache's hit (every small op's output) is a few
+    /// compares; the rest is out of line in `allocate_locked`.
+    #[inline]
     pub(crate) fn allocate_with(
+        &self,
+        bytes: usize,
+        stream: StreamId,
+        site: &'static Location<'static>,
+        reclaim: &mut dyn FnMut() -> bool,
+    ) -> Result<Allocation, Box<OomReport>> {
+        // See Note [Thread caches]
+        if bytes != 0 && bytes <= MAGAZINE_MAX_BLOCK && !self.history.is_on() {
+            if let Some(Some(a)) = self.magazines.with(|m| m.take(stream, bytes, site)) {
+                return Ok(a);
+            }
+        }
+        self.allocate_locked(bytes, stream, site, reclaim)
+    }
+
+    /// [`allocate_with`](Self::allocate_with) past the thread cache: under
+    /// the allocator's lock.
+    #[inline(never)]
+    fn allocate_locked(
         &self,
         bytes: usize,
         stream: StreamId,
@@ -334,12 +361,6 @@ impl CachingAllocator {
                 owner: self.magazines.id(),
                 deferred: false,
             });
-        }
-        // See Note [Thread caches]
-        if bytes <= MAGAZINE_MAX_BLOCK && !self.history.is_on() {
-            if let Some(Some(a)) = self.magazines.with(|m| m.take(stream, bytes, site)) {
-                return Ok(a);
-            }
         }
         let mut reclaimed = false;
         loop {
