@@ -144,7 +144,10 @@ fn one_run(layouts: &[&Layout]) -> bool {
 /// reduction whose every output element reads a whole lane), or from
 /// `min /` [`WARM_SPLIT`] when the team is awake, over the spinning team,
 /// one run a thread, or over rayon's pool when the team is taken (Note
-/// [Spinning team]); see [`split_runs`].
+/// [Spinning team]); see [`split_runs`]. Below `min /` [`WARM_SPLIT`]
+/// elements, operands laid out alike over a dense output ([`one_run`])
+/// take one call of `body` over all the elements (unit strides), without
+/// ordering or coalescing the dims.
 pub(crate) fn drive<O: Send, const N: usize, F>(
     out: &mut [O],
     layouts: [&Layout; N],
