@@ -224,6 +224,9 @@ fn arg_of<'a>(t: &'a Tensor, want: DType, bshape: Option<&'a [usize]>, fresh: bo
 /// (`add_`) when the kernel writes its first input.
 fn op_name(kernel: &Kernel, inplace: bool) -> &'static str {
     match (kernel, inplace) {
+        // every elementwise op's launch: one lookup, not `Kernel::name`'s call
+        (Kernel::Binary(op) | Kernel::BinaryScalar { op, .. }, false) => op.name(),
+        (Kernel::Unary(op), false) => op.name(),
         (Kernel::Unary(op), true) => op.inplace_name(),
         (Kernel::Binary(op) | Kernel::BinaryScalar { op, .. }, true) => op.inplace_name(),
         (Kernel::Clamp { .. }, true) => "clamp_",
