@@ -10,23 +10,29 @@ use std::thread::LocalKey;
 /// Ids are taken from the shared counter this many at a time by each thread.
 const ID_BATCH: u64 = 1024;
 
-/// One kind of id: a shared counter of batches, and each thread's current
-/// batch (`local`: the next id and the end of the batch). Ids are unique,
-/// and increase along one thread; they are not in creation order across
-/// threads (callers needing only uniqueness or a total order use them).
+/// One kind of id: a shared counter of batches (`next`, starting at 1),
+/// and each thread's current batch (`local`: the next id and the end of
+/// the batch). Ids are unique, and increase along one thread; they are not
+/// in creation order across threads (callers needing only uniqueness or a
+/// total order use them).
+///
+/// Both are references, so a `static` source holds nothing mutable and
+/// the compiler reads `local` as a constant: the thread's batch is then
+/// reached directly, not through the key's accessor called by pointer.
 pub(crate) struct IdSource {
-    next: AtomicU64,
+    next: &'static AtomicU64,
     local: &'static LocalKey<Cell<(u64, u64)>>,
 }
 
 impl IdSource {
-    /// A source whose ids start at 1, each thread's batch kept in `local`
-    /// (a `thread_local!` of `Cell<(u64, u64)>` starting at `(0, 0)`).
-    pub(crate) const fn new(local: &'static LocalKey<Cell<(u64, u64)>>) -> Self {
-        IdSource {
-            next: AtomicU64::new(1),
-            local,
-        }
+    /// A source counting in `next` (a `static AtomicU64` starting at 1),
+    /// each thread's batch kept in `local` (a `thread_local!` of
+    /// `Cell<(u64, u64)>` starting at `(0, 0)`).
+    pub(crate) const fn new(
+        next: &'static AtomicU64,
+        local: &'static LocalKey<Cell<(u64, u64)>>,
+    ) -> Self {
+        IdSource { next, local }
     }
 
     /// A fresh id: the next of the calling thread's batch (batches are
@@ -55,7 +61,8 @@ mod tests {
     thread_local! {
         static LOCAL: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
     }
-    static IDS: IdSource = IdSource::new(&LOCAL);
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    static IDS: IdSource = IdSource::new(&NEXT, &LOCAL);
 
     #[test]
     fn ids_are_unique_across_threads_and_increase_along_one() {

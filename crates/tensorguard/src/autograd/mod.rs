@@ -150,7 +150,8 @@ thread_local! {
 
 /// Node ids: unique (the backward engine keys its maps by them), not in
 /// creation order across threads.
-static NODE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&NODE_IDS_HERE);
+static NODE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&NEXT_NODE_ID, &NODE_IDS_HERE);
+static NEXT_NODE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// One recorded op of the graph.
 pub(crate) struct Node {

@@ -28,7 +28,8 @@ thread_local! {
 
 /// Storage ids: unique, as Note [Lock order] needs (a total order, not
 /// creation order).
-static STORAGE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&IDS);
+static STORAGE_IDS: crate::ids::IdSource = crate::ids::IdSource::new(&NEXT_STORAGE_ID, &IDS);
+static NEXT_STORAGE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Which queued work on which streams uses a storage: the latest position
 /// per stream, and the latest write.
