@@ -185,6 +185,11 @@ pub(crate) struct Node {
 impl Drop for Node {
     fn drop(&mut self) {
         stats::node_dropped(self.step);
+        // no input node (a graph's first op, or a node whose input nodes
+        // the loop below took): nothing to tear down
+        if !self.next.iter().any(|e| matches!(e, Some(Edge::Node(_)))) {
+            return;
+        }
         let mut pending: SmallVec<[Shared<Node>; 4]> = SmallVec::new();
         take_node_edges(&mut self.next, &mut pending);
         while let Some(mut n) = pending.pop() {
