@@ -405,8 +405,11 @@ fn combine_categories(higher: Option<DType>, lower: Option<DType>) -> Option<DTy
 /// PyTorch's `torch.result_type` over several operands: tensors with
 /// dimensions win over 0-dim tensors, which win over plain numbers, unless a
 /// lower tier has a higher category (bool < integer < float).
+///
+/// Inlined for its common case, two tensors of one dtype and kind (nothing
+/// to promote); the rest is out of line in `promote_all`.
+#[inline]
 pub(crate) fn result_type(args: &[PromoteArg]) -> DType {
-    // every op on two tensors of one dtype and kind: nothing to promote
     if let [PromoteArg::Tensor(a), PromoteArg::Tensor(b)]
     | [PromoteArg::ZeroDim(a), PromoteArg::ZeroDim(b)] = *args
     {
@@ -414,6 +417,12 @@ pub(crate) fn result_type(args: &[PromoteArg]) -> DType {
             return a;
         }
     }
+    promote_all(args)
+}
+
+/// [`result_type`] by the rule, tier by tier.
+#[inline(never)]
+fn promote_all(args: &[PromoteArg]) -> DType {
     let mut dim: Option<DType> = None;
     let mut zero: Option<DType> = None;
     let mut wrapped: Option<DType> = None;
