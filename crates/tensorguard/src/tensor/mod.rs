@@ -119,8 +119,7 @@ impl Tensor {
         device: &Device,
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
-        let bytes = Tensor::bytes_for(shape, dtype)?;
-        Tensor::uninit_in(Layout::contiguous(shape), bytes, dtype, device, site)
+        Tensor::uninit_like(shape, dtype, device, &[], site)
     }
 
     /// [`uninit`](Tensor::uninit) for the output of an elementwise op over
@@ -134,20 +133,22 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
         let bytes = Tensor::bytes_for(shape, dtype)?;
-        if shape.len() < 2 || operands.iter().all(|t| t.is_contiguous()) {
+        let layout = if shape.len() < 2 || operands.iter().all(|t| t.is_contiguous()) {
             // the rule's answer, without building it (every op's path)
-            return Tensor::uninit_in(Layout::contiguous(shape), bytes, dtype, device, site);
-        }
-        let layouts: smallvec::SmallVec<[&Layout; 3]> =
-            operands.iter().map(|t| t.layout()).collect();
-        let layout = Layout::dense_like(shape, &layouts);
+            Layout::contiguous(shape)
+        } else {
+            let layouts: smallvec::SmallVec<[&Layout; 3]> =
+                operands.iter().map(|t| t.layout()).collect();
+            Layout::dense_like(shape, &layouts)
+        };
         Tensor::uninit_in(layout, bytes, dtype, device, site)
     }
 
     /// A fresh tensor of the dense `layout` (offset 0, no gaps) over
     /// `bytes` (checked by [`bytes_for`](Tensor::bytes_for) before the
-    /// layout was built), its elements not yet written.
-    #[inline]
+    /// layout was built), its elements not yet written. Inlined into its
+    /// one caller, every op's output.
+    #[inline(always)]
     fn uninit_in(
         layout: Layout,
         bytes: usize,
