@@ -125,6 +125,7 @@ impl Tensor {
     /// [`uninit`](Tensor::uninit) for the output of an elementwise op over
     /// `operands`: dense, in their memory order ([`Layout::dense_like`],
     /// PyTorch's rule), so `exp` of a transposed matrix is transposed.
+    /// Without operands, contiguous ([`uninit`](Tensor::uninit)).
     pub(crate) fn uninit_like(
         shape: &[usize],
         dtype: DType,

@@ -68,8 +68,8 @@ impl Magazine {
 }
 
 /// A magazine's blocks: a stack of fixed capacity, inline. (A `SmallVec`
-/// tested whether it had spilled to the heap on every access: a third of
-/// a hit's instructions.)
+/// tested whether it had spilled to the heap on every access: 41 of a
+/// tiny op's instructions, its block taken and its input's put back.)
 pub(super) struct Blocks {
     /// `items[..len]` are `Some`, the rest `None`.
     items: [Option<Allocation>; MAGAZINE_CAPACITY],

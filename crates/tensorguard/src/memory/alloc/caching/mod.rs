@@ -482,12 +482,12 @@ impl CachingAllocator {
 
     /// Returns the block of `a` to the cache (it stays reserved).
     ///
-    /// # Panics
-    /// If `a` was not allocated by this allocator.
-    ///
     /// Inlined: a block kept by the thread's magazine (every small op's
     /// previous output) is a few compares; the rest is out of line in
     /// `free_uncached`.
+    ///
+    /// # Panics
+    /// If `a` was not allocated by this allocator.
     #[inline]
     pub(crate) fn free(&self, a: Allocation) {
         // See Note [Thread caches]
