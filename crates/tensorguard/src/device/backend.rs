@@ -198,7 +198,7 @@ impl Backend for Cpu {
 /// The cpu's launch: `ops::launch` calls it directly (no backend lookup,
 /// no dynamic call on every host op), [`Cpu`]'s `launch` for every other
 /// caller. The kernel runs now, on the calling thread.
-#[inline]
+#[inline(always)]
 pub(crate) fn cpu_launch(
     kernel: &Kernel,
     outs: &[Arg<'_>],

@@ -140,12 +140,45 @@ fn launch_impl(
     crate::device::Storage::check_usable(outs.iter().map(|o| &**o.t.storage()), op)?;
     crate::device::Storage::check_usable(ins.iter().map(|i| &**i.t.storage()), op)?;
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
-    with_args(outs, ins, new_outputs, |o, i| {
-        if device.is_cpu() {
-            // run now, on this thread: no backend lookup, no stream,
-            // nothing queued
-            return cpu_launch(kernel, o, i, op, site);
+    if device.is_cpu() {
+        // run now, on this thread: no backend lookup, no stream, nothing
+        // queued (the hot case's views built here, without a closure call)
+        match (outs, ins) {
+            ([o], [a, b]) => {
+                let o = [out_arg(o, new_outputs)];
+                cpu_launch(kernel, &o, &[in_arg(a), in_arg(b)], op, site)?
+            }
+            _ => with_args(outs, ins, new_outputs, |o, i| {
+                cpu_launch(kernel, o, i, op, site)
+            })?,
         }
+    } else {
+        launch_queued(kernel, outs, ins, new_outputs, op, site, prof.as_ref())?;
+    }
+    if inplace {
+        for o in outs {
+            o.t.storage().bump_version(site);
+        }
+    }
+    drop(prof);
+    Ok(())
+}
+
+/// [`launch_impl`] on an asynchronous device: the kernel queued on the
+/// device's current stream, its operands marked as used by it (out of line:
+/// the cpu's ops never come here).
+#[inline(never)]
+fn launch_queued(
+    kernel: &Kernel,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    new_outputs: bool,
+    op: &'static str,
+    site: &'static Location<'static>,
+    prof: Option<&crate::profiler::OpScope>,
+) -> Result<()> {
+    let device = outs.first().map_or(crate::Device::Cpu, |o| o.t.device());
+    with_args(outs, ins, new_outputs, |o, i| {
         let b = backend(&device)?;
         let stream = current_stream_id(&device);
         let queued = b.launch(
@@ -156,7 +189,7 @@ fn launch_impl(
                 ins: i,
                 op,
                 site,
-                timing: &|s| prof.as_ref().and_then(|p| p.device_timing(s)),
+                timing: &|s| prof.and_then(|p| p.device_timing(s)),
             },
         )?;
         if let Some(seq) = queued {
@@ -172,14 +205,7 @@ fn launch_impl(
             }
         }
         Ok(())
-    })?;
-    if inplace {
-        for o in outs {
-            o.t.storage().bump_version(site);
-        }
-    }
-    drop(prof);
-    Ok(())
+    })
 }
 
 /// Calls `f` with the kernel's view of `outs` and `ins`, built in fixed
@@ -193,8 +219,7 @@ fn with_args<'a, R>(
     new_outputs: bool,
     f: impl FnOnce(&[Arg<'a>], &[Arg<'a>]) -> R,
 ) -> R {
-    let out_arg = |x: &Out<'a>| arg_of(x.t, x.dtype, None, new_outputs && x.t.is_unique());
-    let in_arg = |x: &In<'a>| arg_of(x.t, x.dtype, x.bshape, false);
+    let out_arg = |x: &Out<'a>| out_arg(x, new_outputs);
     match (outs, ins) {
         ([o], []) => f(&[out_arg(o)], &[]),
         ([o], [a]) => f(&[out_arg(o)], &[in_arg(a)]),
@@ -205,6 +230,18 @@ fn with_args<'a, R>(
             f(&o, &i)
         }
     }
+}
+
+/// The kernel's view of output `x`: fresh when `new_outputs` and unique.
+#[inline(always)]
+fn out_arg<'a>(x: &Out<'a>, new_outputs: bool) -> Arg<'a> {
+    arg_of(x.t, x.dtype, None, new_outputs && x.t.is_unique())
+}
+
+/// The kernel's view of input `x`.
+#[inline(always)]
+fn in_arg<'a>(x: &In<'a>) -> Arg<'a> {
+    arg_of(x.t, x.dtype, x.bshape, false)
 }
 
 /// The kernel's view of operand `t`, read or written as `want`.

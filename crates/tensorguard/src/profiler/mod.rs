@@ -59,7 +59,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use averages::{GroupBy, KeyAverage, KeyAverages};
-pub(crate) use record::{active, op_begin};
+pub(crate) use record::{active, op_begin, OpScope};
 pub use table::SortBy;
 
 use crate::device_id::Device;
