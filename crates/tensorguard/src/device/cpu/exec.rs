@@ -60,7 +60,9 @@ pub(crate) fn execute_queued(
 
 /// [`execute_queued`] without the poison check, for work launched inline
 /// by the host, which checked its operands for poison itself (after
-/// waiting for their pending writes).
+/// waiting for their pending writes). Inlined into its callers: the common
+/// case goes to [`execute_simple`] without another frame.
+#[inline(always)]
 pub(crate) fn execute(
     kernel: &Kernel,
     outs: &[Arg<'_>],
@@ -77,6 +79,20 @@ pub(crate) fn execute(
     if let Some(r) = execute_simple(kernel, outs, ins) {
         return r;
     }
+    execute_staged(kernel, outs, ins, stream, site)
+}
+
+/// [`execute`] in general: any number of operands, inputs staged for a
+/// cast or when they share an output's storage, outputs written through a
+/// temporary when the kernel produces another dtype.
+#[inline(never)]
+fn execute_staged(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+    stream: StreamId,
+    site: &'static Location<'static>,
+) -> Result<()> {
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
     let entries = outs
@@ -288,6 +304,7 @@ pub(crate) fn execute(
 /// [`execute`], with no collections: the (at most three) locks are put in
 /// id order by three compare-and-swaps, and the kernel's views are built
 /// in fixed arrays; `None` when the case does not apply.
+#[inline(never)]
 fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<Result<()>> {
     let [out] = outs else { return None };
     if out.tdtype != out.want {
@@ -319,32 +336,41 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     let aid = a.map_or(u64::MAX, |a| a.storage.id());
     // a second input on the first one's storage is read under its lock
     let b_own = b.filter(|b| b.storage.id() != aid);
-    // Note [Lock order]: (id, which) for the output (0, unless fresh) and
-    // each distinct input (1, 2); absent entries sort last
-    let mut order = [
-        (if out.fresh { u64::MAX } else { oid }, 0u8),
-        (aid, 1),
-        (b_own.map_or(u64::MAX, |b| b.storage.id()), 2),
-    ];
-    if order[0].0 > order[1].0 {
-        order.swap(0, 1);
-    }
-    if order[1].0 > order[2].0 {
-        order.swap(1, 2);
-    }
-    if order[0].0 > order[1].0 {
-        order.swap(0, 1);
-    }
+    let bid = b_own.map_or(u64::MAX, |b| b.storage.id());
     let mut write = None;
     let (mut ga, mut gb) = (None, None);
-    for (id, which) in order {
-        if id == u64::MAX {
-            break;
+    if out.fresh {
+        // Note [Lock order] among the inputs alone: a fresh output takes
+        // no lock (absent inputs have id u64::MAX and come last)
+        if bid < aid {
+            gb = b_own.map(|b| b.storage.data.read());
+            ga = a.map(|a| a.storage.data.read());
+        } else {
+            ga = a.map(|a| a.storage.data.read());
+            gb = b_own.map(|b| b.storage.data.read());
         }
-        match which {
-            0 => write = Some(out.storage.data.write()),
-            1 => ga = a.map(|a| a.storage.data.read()),
-            _ => gb = b_own.map(|b| b.storage.data.read()),
+    } else {
+        // Note [Lock order]: (id, which) for the output (0) and each
+        // distinct input (1, 2); absent entries sort last
+        let mut order = [(oid, 0u8), (aid, 1), (bid, 2)];
+        if order[0].0 > order[1].0 {
+            order.swap(0, 1);
+        }
+        if order[1].0 > order[2].0 {
+            order.swap(1, 2);
+        }
+        if order[0].0 > order[1].0 {
+            order.swap(0, 1);
+        }
+        for (id, which) in order {
+            if id == u64::MAX {
+                break;
+            }
+            match which {
+                0 => write = Some(out.storage.data.write()),
+                1 => ga = a.map(|a| a.storage.data.read()),
+                _ => gb = b_own.map(|b| b.storage.data.read()),
+            }
         }
     }
     let written = match &mut write {
