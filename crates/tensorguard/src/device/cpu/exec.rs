@@ -73,11 +73,15 @@ pub(crate) fn execute(
     // no element to write: nothing to compute. Kernels may index a buffer at
     // a layout's offset, and an empty view can start past the end of its
     // storage (`select(0, 1)` of a `[2, 0]` tensor has offset 1).
-    if !outs.is_empty() && outs.iter().all(|o| o.layout.numel() == 0) {
+    if let [out] = outs {
+        if empty(out) {
+            return Ok(());
+        }
+        if let Some(r) = execute_simple(kernel, outs, ins) {
+            return r;
+        }
+    } else if !outs.is_empty() && outs.iter().all(empty) {
         return Ok(());
-    }
-    if let Some(r) = execute_simple(kernel, outs, ins) {
-        return r;
     }
     execute_staged(kernel, outs, ins, stream, site)
 }
@@ -341,14 +345,13 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     let (mut ga, mut gb) = (None, None);
     if out.fresh {
         // Note [Lock order] among the inputs alone: a fresh output takes
-        // no lock (absent inputs have id u64::MAX and come last)
-        if bid < aid {
-            gb = b_own.map(|b| b.storage.data.read());
-            ga = a.map(|a| a.storage.data.read());
-        } else {
-            ga = a.map(|a| a.storage.data.read());
-            gb = b_own.map(|b| b.storage.data.read());
-        }
+        // no lock (absent inputs have id u64::MAX and come last); one
+        // call site each for the first and the second lock taken
+        let b_first = bid < aid;
+        let (x, y) = if b_first { (b_own, a) } else { (a, b_own) };
+        let gx = x.map(|x| x.storage.data.read());
+        let gy = y.map(|y| y.storage.data.read());
+        (ga, gb) = if b_first { (gy, gx) } else { (gx, gy) };
     } else {
         // Note [Lock order]: (id, which) for the output (0) and each
         // distinct input (1, 2); absent entries sort last
@@ -432,6 +435,13 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
         ));
     }
     Some(super::run(kernel, &mut kout, &[ka, kb], self_first))
+}
+
+/// Whether `arg` has no element: a dim of 0 (one compare per dim, where
+/// the product of the dims would multiply).
+#[inline(always)]
+fn empty(arg: &Arg<'_>) -> bool {
+    arg.layout.shape.iter().any(|&d| d == 0)
 }
 
 /// Whether the kernel reads `arg` broadcast to a larger shape.
