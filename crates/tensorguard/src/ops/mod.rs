@@ -101,7 +101,39 @@ pub(crate) fn launch_into(
 
 /// [`launch`]; `new_outputs`: the outputs were made by the caller, so one
 /// that is also unique (`Tensor::is_unique`) is fresh.
+#[inline]
 fn launch_impl(
+    kernel: &Kernel,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    inplace: bool,
+    new_outputs: bool,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    match (outs, ins) {
+        // every binary op: its checks' loops unrolled, with the operand
+        // counts known where the body is inlined
+        ([_], [_, _]) => launch_body(kernel, outs, ins, inplace, new_outputs, site),
+        _ => launch_any(kernel, outs, ins, inplace, new_outputs, site),
+    }
+}
+
+/// [`launch_impl`] for any operand counts.
+#[inline(never)]
+fn launch_any(
+    kernel: &Kernel,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    inplace: bool,
+    new_outputs: bool,
+    site: &'static Location<'static>,
+) -> Result<()> {
+    launch_body(kernel, outs, ins, inplace, new_outputs, site)
+}
+
+/// The body of [`launch_impl`].
+#[inline(always)]
+fn launch_body(
     kernel: &Kernel,
     outs: &[Out<'_>],
     ins: &[In<'_>],
