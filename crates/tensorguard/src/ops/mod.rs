@@ -291,6 +291,7 @@ fn arg_of<'a>(t: &'a Tensor, want: DType, bshape: Option<&'a [usize]>, fresh: bo
 
 /// The name the profiler shows for a launch: the in-place variant's name
 /// (`add_`) when the kernel writes its first input.
+#[inline(always)]
 fn op_name(kernel: &Kernel, inplace: bool) -> &'static str {
     match (kernel, inplace) {
         // every elementwise op's launch: one lookup, not `Kernel::name`'s call
