@@ -137,6 +137,15 @@ fn one_run(layouts: &[&Layout]) -> bool {
     rest.iter().all(alike) && (ol.is_contiguous() || ol.is_non_overlapping_and_dense())
 }
 
+/// Whether `layout` has one element (every dim 1, or none): the tiny op
+/// that the elementwise maps compute in one statement, before
+/// [`drive`]'s call (the operands have the output's shape, so each one's
+/// element sits at its offset).
+#[inline(always)]
+fn one_element(layout: &Layout) -> bool {
+    layout.shape.iter().all(|&d| d == 1)
+}
+
 /// Drive an elementwise kernel over `layouts` (the output first, all with
 /// the output's shape). `body(out, out_base, offsets, len, inner)` writes
 /// `out[offsets[0] - out_base ..]` for one run. The output's elements are
@@ -228,6 +237,10 @@ pub(crate) fn map1<A: Native, O: Native>(
     min: usize,
     f: impl Fn(A) -> O + Sync,
 ) {
+    if one_element(ol) {
+        out[ol.offset] = f(a[al.offset]);
+        return;
+    }
     drive(out, [ol, al], min, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         match inner {
@@ -256,6 +269,10 @@ pub(crate) fn map1_self<O: Native>(
     min: usize,
     f: impl Fn(O) -> O + Sync,
 ) {
+    if one_element(ol) {
+        out[ol.offset] = f(out[ol.offset]);
+        return;
+    }
     drive(out, [ol], min, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         if inner[0] == 1 {
@@ -276,6 +293,10 @@ pub(crate) fn map2_self<B: Native, O: Native>(
     (b, bl): (&[B], &Layout),
     f: impl Fn(O, B) -> O + Sync,
 ) {
+    if one_element(ol) {
+        out[ol.offset] = f(out[ol.offset], b[bl.offset]);
+        return;
+    }
     drive(out, [ol, bl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         match inner {
@@ -306,6 +327,10 @@ pub(crate) fn map2<A: Native, B: Native, O: Native>(
     (b, bl): (&[B], &Layout),
     f: impl Fn(A, B) -> O + Sync,
 ) {
+    if one_element(ol) {
+        out[ol.offset] = f(a[al.offset], b[bl.offset]);
+        return;
+    }
     drive(out, [ol, al, bl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         let os = &mut o[oo..];
