@@ -307,7 +307,7 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    #[inline]
+    #[inline(always)]
     pub fn contiguous(shape: &[usize]) -> Self {
         let n = shape.len();
         if n <= INLINE_DIMS {
@@ -321,6 +321,13 @@ impl Layout {
                 offset: 0,
             };
         }
+        Layout::contiguous_wide(shape)
+    }
+
+    /// [`contiguous`](Layout::contiguous) of more dims than a [`Dims`]
+    /// holds inline.
+    #[inline(never)]
+    fn contiguous_wide(shape: &[usize]) -> Self {
         Layout {
             shape: shape.iter().copied().collect(),
             strides: contiguous_strides(shape),
