@@ -306,8 +306,9 @@ fn execute_staged(
 /// already in the dtype the kernel reads and not sharing the output's
 /// storage (or a first input that *is* the output). Same locking rule as
 /// [`execute`], with no collections: the (at most three) locks are put in
-/// id order by three compare-and-swaps, and the kernel's views are built
-/// in fixed arrays; `None` when the case does not apply.
+/// id order by three compare-and-swaps (one comparison for a fresh
+/// output's two inputs: the output takes no lock), and the kernel's views
+/// are built in fixed arrays; `None` when the case does not apply.
 #[inline(never)]
 fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<Result<()>> {
     let [out] = outs else { return None };

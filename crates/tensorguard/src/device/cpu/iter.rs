@@ -447,6 +447,49 @@ mod tests {
     }
 
     #[test]
+    fn one_element_operands_are_read_and_written_at_their_offsets() {
+        // the tiny op's path (before `drive`): 0-d, [1] and [1, 1] views at
+        // offsets, with any strides (a size-1 dim's stride does not matter)
+        check_map2(
+            &layout(&[], &[], 5),
+            &layout(&[], &[], 3),
+            &layout(&[], &[], 9),
+        );
+        check_map2(
+            &layout(&[1], &[1], 2),
+            &layout(&[1], &[4], 7),
+            &layout(&[1], &[0], 1),
+        );
+        check_map2(
+            &layout(&[1, 1], &[1, 1], 0),
+            &layout(&[1, 1], &[5, 3], 11),
+            &layout(&[1, 1], &[0, 0], 6),
+        );
+        // the in-place forms and the one-operand map
+        let mut out = vec![1.0f32, 2.0, 3.0];
+        let b = [10.0f32, 20.0];
+        map2_self(
+            &mut out,
+            &layout(&[1], &[1], 2),
+            (&b, &layout(&[1], &[1], 1)),
+            |x, y| x + y,
+        );
+        assert_eq!(out, [1.0, 2.0, 23.0]);
+        map1_self(&mut out, &layout(&[], &[], 0), PAR_MIN, |x| -x);
+        assert_eq!(out, [-1.0, 2.0, 23.0]);
+        let mut o = vec![0.0f32; 2];
+        let a = [4.0f32, 5.0, 6.0];
+        map1(
+            &mut o,
+            &layout(&[1, 1], &[1, 1], 1),
+            (&a, &layout(&[1, 1], &[0, 0], 2)),
+            PAR_MIN,
+            |x| x * 2.0,
+        );
+        assert_eq!(o, [0.0, 12.0]);
+    }
+
+    #[test]
     fn small_dense_operands_are_read_in_one_run_at_their_offsets() {
         // 1-d and 2-d, contiguous at offsets (views into a larger buffer)
         let o = Layout::contiguous(&[5]);
