@@ -3,35 +3,19 @@
 //! (adds, recorded 0/1, repetitions) and the same output, so
 //! `scripts/op_footprint.py` can profile both alike.
 
-use std::time::Instant;
+#[path = "../chain.rs"]
+mod chain;
 
-use candle_core::{DType, Device, Result, Tensor, Var};
+use candle_core::Result;
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
     let ops = args.next().flatten().unwrap_or(200_000).max(100);
     let recorded = args.next().flatten().unwrap_or(0) == 1;
     let reps = args.next().flatten().unwrap_or(7).max(1);
-    let dev = Device::Cpu;
-    let one = Tensor::ones(1, DType::F32, &dev)?;
-    // a Var's tensor is tracked: candle records every op made from it
-    let var = Var::ones(1, DType::F32, &dev)?;
-    let plain = Tensor::ones(1, DType::F32, &dev)?;
     let mut per_op = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t = Instant::now();
-        for _ in 0..ops / 100 {
-            let mut x = if recorded {
-                var.as_tensor().clone()
-            } else {
-                plain.clone()
-            };
-            for _ in 0..100 {
-                x = (&x + &one)?;
-            }
-            std::hint::black_box(&x);
-        }
-        per_op.push(t.elapsed().as_nanos() as f64 / (ops / 100 * 100) as f64);
+        per_op.push(chain::candle_chain(recorded, ops)?);
     }
     per_op.sort_by(f64::total_cmp);
     println!(
