@@ -60,7 +60,7 @@ impl Tensor {
         Tensor::with_base(storage, layout, dtype, is_view, None)
     }
 
-    #[inline]
+    #[inline(always)]
     fn with_base(
         storage: Shared<Storage>,
         layout: Layout,
@@ -158,7 +158,7 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor> {
         let storage = Storage::new(device, bytes, site)?;
-        Ok(Tensor::from_parts(storage, layout, dtype, false))
+        Ok(Tensor::with_base(storage, layout, dtype, false, None))
     }
 
     /// True when this handle is the only way to reach the tensor and its
