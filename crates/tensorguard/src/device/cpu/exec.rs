@@ -73,17 +73,26 @@ pub(crate) fn execute(
     // no element to write: nothing to compute. Kernels may index a buffer at
     // a layout's offset, and an empty view can start past the end of its
     // storage (`select(0, 1)` of a `[2, 0]` tensor has offset 1).
-    if let [out] = outs {
-        if empty(out) {
-            return Ok(());
-        }
+    if nothing_to_write(outs) {
+        return Ok(());
+    }
+    if let [_] = outs {
         if let Some(r) = execute_simple(kernel, outs, ins) {
             return r;
         }
-    } else if !outs.is_empty() && outs.iter().all(empty) {
-        return Ok(());
     }
     execute_staged(kernel, outs, ins, stream, site)
+}
+
+/// Whether every output is empty (and there is one): the launch then has
+/// no element to write. The one-output case, every op's, without a loop.
+#[inline(always)]
+fn nothing_to_write(outs: &[Arg<'_>]) -> bool {
+    match outs {
+        [] => false,
+        [out] => empty(out),
+        _ => outs.iter().all(empty),
+    }
 }
 
 /// [`execute`] in general: any number of operands, inputs staged for a
