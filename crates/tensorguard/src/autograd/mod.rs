@@ -230,18 +230,24 @@ impl Node {
         if spans {
             stats::spans_steps(grad.name, site, step);
         }
-        // Note [Built in place]
-        Shared::slot().write(Node {
-            step,
-            id: NODE_IDS.next(),
-            name: grad.name,
-            site,
-            next,
-            backward: Mutex::new(Some(grad.f)),
-            backtrace: is_anomaly_enabled()
-                .then(|| std::backtrace::Backtrace::force_capture().to_string()),
-            retain: Mutex::new(Vec::new()),
-        })
+        // Note [Built in place]; the formula goes in last, into its place
+        // in the block: moved through `Mutex::new` and the node's literal,
+        // its state was copied twice more, reloaded across the stores that
+        // had just written it
+        Shared::slot().write_then(
+            Node {
+                step,
+                id: NODE_IDS.next(),
+                name: grad.name,
+                site,
+                next,
+                backward: Mutex::new(None),
+                backtrace: is_anomaly_enabled()
+                    .then(|| std::backtrace::Backtrace::force_capture().to_string()),
+                retain: Mutex::new(Vec::new()),
+            },
+            |node| *node.backward.get_mut() = Some(grad.f),
+        )
     }
 }
 

@@ -215,6 +215,22 @@ impl<T> SharedSlot<T> {
     }
 }
 
+impl<T> SharedSlot<T> {
+    /// [`write`](Self::write), then `finish` on the value in its block
+    /// before the handle is returned (nothing else can reach it yet): a
+    /// large field given a placeholder in `value` and moved in here is
+    /// stored once, where it lives (Note [Built in place]).
+    #[inline(always)]
+    pub(crate) fn write_then(self, value: T, finish: impl FnOnce(&mut T)) -> Shared<T> {
+        let handle = self.write(value);
+        // SAFETY: the block was written just above and this handle, not yet
+        // returned, is its only one: nothing else reads or writes the
+        // value while `finish` holds it.
+        finish(unsafe { &mut (*handle.ptr.as_ptr()).value });
+        handle
+    }
+}
+
 impl<T> Drop for SharedSlot<T> {
     fn drop(&mut self) {
         // SAFETY: a slot dropped unwritten: nothing in the block to drop,
@@ -424,6 +440,31 @@ mod tests {
         assert!(Shared::get_mut(&mut a).is_none());
         drop(w);
         assert_eq!(Shared::get_mut(&mut a).copied(), Some(6));
+    }
+
+    /// `write_then`'s `finish` changes the value in its block, before the
+    /// handle (the only one) is returned: the placeholder it replaces is
+    /// dropped there, the value it puts in once, with the handle.
+    #[test]
+    fn write_then_finishes_the_value_in_its_block() {
+        let (first, first_drops) = probe();
+        let (second, second_drops) = probe();
+        let mut seen = 0;
+        let h = Shared::slot().write_then((7u64, Some(first)), |v| {
+            seen = v.0;
+            v.0 = 8;
+            v.1 = Some(second);
+        });
+        assert_eq!(seen, 7);
+        assert_eq!((h.0, Shared::strong_count(&h)), (8, 1));
+        assert_eq!(
+            first_drops.load(Ordering::Relaxed),
+            1,
+            "the placeholder, replaced"
+        );
+        assert_eq!(second_drops.load(Ordering::Relaxed), 0);
+        drop(h);
+        assert_eq!(second_drops.load(Ordering::Relaxed), 1);
     }
 
     #[test]
