@@ -79,7 +79,8 @@ pub(crate) use snapshot::{BlockState, PoolKind};
 // Note [Thread caches]
 // ~~~~~~~~~~~~~~~~~~~~
 // Each thread keeps, per allocator, a magazine of at most MAGAZINE_CAPACITY
-// (8) small-pool blocks it freed (`magazine`). A free goes there instead of
+// (128) small-pool blocks it freed, at most 8 of them larger than 4 KiB
+// (`magazine`, Note [Magazine bounds]). A free goes there instead of
 // into the cache; an allocation first takes a block from it that was
 // freed with the same stream, the same requested bytes and the same call
 // site, without the allocator's lock and, where `membarrier` is
