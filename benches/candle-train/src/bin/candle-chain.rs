@@ -15,7 +15,7 @@ fn main() -> Result<()> {
     let reps = args.next().flatten().unwrap_or(7).max(1);
     let mut per_op = Vec::with_capacity(reps);
     for _ in 0..reps {
-        per_op.push(chain::candle_chain(recorded, ops)?);
+        per_op.push(chain::candle_chain(recorded, false, ops)?);
     }
     per_op.sort_by(f64::total_cmp);
     println!(
