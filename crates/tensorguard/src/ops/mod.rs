@@ -211,9 +211,9 @@ struct Caller<'a> {
     prof: Option<&'a crate::profiler::OpScope>,
 }
 
-/// [`launch_impl`] on an asynchronous device (`device`, the outputs'): the kernel queued on the
-/// device's current stream, its operands marked as used by it (out of line:
-/// the cpu's ops never come here).
+/// [`launch_impl`] on an asynchronous device (`device`, the outputs'):
+/// the kernel queued on the device's current stream, its operands marked
+/// as used by it (out of line: the cpu's ops never come here).
 #[inline(never)]
 fn launch_queued(
     kernel: &Kernel,

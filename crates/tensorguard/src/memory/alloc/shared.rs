@@ -213,9 +213,7 @@ impl<T> SharedSlot<T> {
             _owns: PhantomData,
         }
     }
-}
 
-impl<T> SharedSlot<T> {
     /// [`write`](Self::write), then `finish` on the value in its block
     /// before the handle is returned (nothing else can reach it yet): a
     /// large field given a placeholder in `value` and moved in here is
