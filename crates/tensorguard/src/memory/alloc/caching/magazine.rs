@@ -99,8 +99,8 @@ pub(super) struct Blocks {
 // waits for an allocation of its own size and call site, while in the
 // cache any request of its size can reuse it, still warm; letting up to
 // 8 MiB of them wait made the MLP step of `bench compare` slower in
-// alternated runs (a busy VM: 0.94-1.63 ms against 0.87-1.13 ms at
-// batch 64). The memory a thread keeps from other call sites grows by at
+// alternated runs (a busy VM, batch 64: 0.94-1.63 ms, median 1.15 ms,
+// against 0.84-1.21 ms, median 0.88 ms). The memory a thread keeps from other call sites grows by at
 // most 120 blocks of 4 KiB.
 
 impl Default for Blocks {
