@@ -127,7 +127,7 @@ impl Blocks {
         let Some(slot) = self.items.get_mut(self.len) else {
             return false;
         };
-        let Some(larger) = a.as_ref().map(|b| b.size > MAGAZINE_TINY_BLOCK) else {
+        let Some(larger) = a.as_ref().map(Blocks::larger) else {
             return false;
         };
         if larger && self.larger == MAGAZINE_MAX_LARGER {
@@ -149,8 +149,15 @@ impl Blocks {
         live.swap(k, last);
         self.len = last;
         let taken = live[last].take();
-        self.larger -= usize::from(taken.as_ref().is_some_and(|b| b.size > MAGAZINE_TINY_BLOCK));
+        self.larger -= usize::from(taken.as_ref().is_some_and(Blocks::larger));
         taken
+    }
+
+    /// Whether `a` counts against MAGAZINE_MAX_LARGER (Note [Magazine
+    /// bounds]).
+    #[inline(always)]
+    fn larger(a: &Allocation) -> bool {
+        a.size > MAGAZINE_TINY_BLOCK
     }
 
     /// Takes out every block.
