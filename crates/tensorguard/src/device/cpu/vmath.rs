@@ -410,35 +410,80 @@ widest_vectors! {
     }
 }
 
+/// The body of [`sum_partials`] of f32 in vector registers of `$lanes`
+/// f64 each: register `k` holds partial sums `$lanes * k ..` of the 32,
+/// each chunk's f32 converted to f64 and added lane by lane; then the
+/// registers are stored in order and combined as [`sum_partials`] does.
+/// The same partial sums, the same pairwise combination, so the same bits.
+#[cfg(target_arch = "x86_64")]
+macro_rules! sum_f32_in_registers {
+    ($xs:expr, $lanes:expr, $zero:ident, $load:ident, $cvt:ident, $add:ident, $store:ident) => {{
+        let xs: &[f32] = $xs;
+        let mut r = [$zero(); SUM_LANES / $lanes];
+        let chunks = xs.chunks_exact(SUM_LANES);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (k, r) in r.iter_mut().enumerate() {
+                // SAFETY: `c` has SUM_LANES (32) elements, so the `$lanes`
+                // f32 read from element `$lanes * k` (k < 32 / $lanes) lie
+                // inside it; the load is unaligned.
+                let v = unsafe { $load(c.as_ptr().add($lanes * k)) };
+                *r = $add(*r, $cvt(v));
+            }
+        }
+        let mut acc = [0.0f64; SUM_LANES];
+        for (k, r) in r.iter().enumerate() {
+            // SAFETY: `acc[$lanes * k..][..$lanes]` (k < 32 / $lanes) is
+            // inside `acc`; the store is unaligned.
+            unsafe { $store(acc.as_mut_ptr().add($lanes * k), *r) };
+        }
+        let tail: f64 = rest.iter().map(|&x| x as f64).sum();
+        combine_partials(&mut acc) + tail
+    }};
+}
+
 /// [`sum_partials`] of f32 on AVX-512F, written with its intrinsics: the
 /// compiler keeps the 32 partial sums in 16 128-bit registers (and spills
 /// some), which summed 64K f32 in cache in 12-13 us on the Intel machine;
-/// four 512-bit registers sum them in about 5. The same partial sums, the
-/// same pairwise combination, so the same bits as [`sum_partials`].
+/// four 512-bit registers sum them in about 5.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn sum_f32_avx512(xs: &[f32]) -> f64 {
     use std::arch::x86_64::{
         _mm256_loadu_ps, _mm512_add_pd, _mm512_cvtps_pd, _mm512_setzero_pd, _mm512_storeu_pd,
     };
-    let mut r = [_mm512_setzero_pd(); SUM_LANES / 8];
-    let chunks = xs.chunks_exact(SUM_LANES);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (k, r) in r.iter_mut().enumerate() {
-            // SAFETY: `c` has SUM_LANES (32) elements, so the 8 f32 read
-            // from element 8k (k < 4) lie inside it; the load is unaligned.
-            let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * k)) };
-            *r = _mm512_add_pd(*r, _mm512_cvtps_pd(v));
-        }
-    }
-    let mut acc = [0.0f64; SUM_LANES];
-    for (k, r) in r.iter().enumerate() {
-        // SAFETY: `acc[8k..8k + 8]` (k < 4) is inside `acc`; unaligned store.
-        unsafe { _mm512_storeu_pd(acc.as_mut_ptr().add(8 * k), *r) };
-    }
-    let tail: f64 = rest.iter().map(|&x| x as f64).sum();
-    combine_partials(&mut acc) + tail
+    sum_f32_in_registers!(
+        xs,
+        8,
+        _mm512_setzero_pd,
+        _mm256_loadu_ps,
+        _mm512_cvtps_pd,
+        _mm512_add_pd,
+        _mm512_storeu_pd
+    )
+}
+
+/// [`sum_partials`] of f32 on AVX, for the cpus without AVX-512 (AMD's
+/// Zen 3 among them), in eight 256-bit registers. Compiled for AVX2 from
+/// [`sum_partials`], the 32 partial sums sat in 128-bit registers,
+/// converted two f32 at a time, two of them spilled to the stack: on the
+/// 2-core AMD EPYC machine that summed 16M f32 in 1.27-1.35x PyTorch's
+/// time, its two threads bound by the conversions rather than by memory.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn sum_f32_avx(xs: &[f32]) -> f64 {
+    use std::arch::x86_64::{
+        _mm256_add_pd, _mm256_cvtps_pd, _mm256_setzero_pd, _mm256_storeu_pd, _mm_loadu_ps,
+    };
+    sum_f32_in_registers!(
+        xs,
+        4,
+        _mm256_setzero_pd,
+        _mm_loadu_ps,
+        _mm256_cvtps_pd,
+        _mm256_add_pd,
+        _mm256_storeu_pd
+    )
 }
 
 /// [`sum_partials`] of f32 in the cpu's widest vector unit.
@@ -448,6 +493,12 @@ pub(crate) fn sum_f32(xs: &[f32]) -> f64 {
         // SAFETY: this cpu has AVX-512F (detected just above), the only
         // requirement of `sum_f32_avx512`.
         return unsafe { sum_f32_avx512(xs) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx") {
+        // SAFETY: this cpu has AVX (detected just above), the only
+        // requirement of `sum_f32_avx`.
+        return unsafe { sum_f32_avx(xs) };
     }
     sum_f32_auto(xs)
 }
@@ -481,6 +532,18 @@ mod tests {
             let want = sum_partials(&xs);
             assert_eq!(sum_f32(&xs).to_bits(), want.to_bits(), "n = {n}");
             assert_eq!(sum_f32_auto(&xs).to_bits(), want.to_bits(), "n = {n}");
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx") {
+                // SAFETY: this cpu has AVX, checked just above.
+                let avx = unsafe { sum_f32_avx(&xs) };
+                assert_eq!(avx.to_bits(), want.to_bits(), "avx, n = {n}");
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx512f") {
+                // SAFETY: this cpu has AVX-512F, checked just above.
+                let avx512 = unsafe { sum_f32_avx512(&xs) };
+                assert_eq!(avx512.to_bits(), want.to_bits(), "avx512, n = {n}");
+            }
             let exact: f64 = xs.iter().map(|&x| x as f64).sum();
             assert!(
                 (want - exact).abs() <= 1e-9 * exact.abs().max(1.0),
