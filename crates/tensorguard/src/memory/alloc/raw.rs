@@ -169,9 +169,35 @@ impl HostRaw {
 // `alloc_zeroed` with RAW_ALIGN (which touches every page); `free` takes
 // the same branch on the same size, so each is returned the way it came.
 
+// Note [Huge pages]
+// ~~~~~~~~~~~~~~~~~
+// A mapping of at least HUGE_THRESHOLD bytes starts on a 2 MiB boundary
+// and asks for transparent huge pages (`madvise(MADV_HUGEPAGE)`, Linux):
+// where the kernel's THP setting is `madvise` (Debian's default), mappings
+// that do not ask get 4 KiB pages, and a pass over a large tensor then
+// misses the TLB every 4 KiB. On the 2-core AMD EPYC machine the sum of
+// 16M f32 (64 MiB) took 2.05-2.29 ms with huge pages against 2.40-2.88 ms
+// without (two threads; one thread 3.53-3.82 against 3.76-4.16 ms). The
+// mapping is made 2 MiB longer and its unaligned head and tail are
+// unmapped again, so what remains is exactly one mapping of the requested
+// length that `unmap` returns whole. Pages are still mapped on first touch
+// (2 MiB at a time), so reserving costs nothing until used; smaller
+// segments (the small pool's 2 MiB) keep 4 KiB pages, so a segment that
+// holds a few small blocks does not occupy 2 MiB of memory. The advice is
+// only advice: where the kernel refuses it (THP off, or not Linux), the
+// memory is the same, in small pages.
+
 /// Host allocations of at least this many bytes are lazily mapped; see
 /// Note [Lazy host segments].
 pub(crate) const LAZY_THRESHOLD: usize = 1 << 20;
+
+/// Mappings of at least this many bytes are 2 MiB aligned and ask for huge
+/// pages; see Note [Huge pages].
+const HUGE_THRESHOLD: usize = 4 << 20;
+
+/// The alignment of a huge-page mapping (x86_64's and 4 KiB-page arm64's
+/// huge page).
+const HUGE_PAGE: usize = 2 << 20;
 
 /// Zeroed, lazily mapped host memory of `bytes` (>= LAZY_THRESHOLD), page
 /// aligned; `None` when the system refuses.
@@ -186,13 +212,20 @@ fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
     if machine_memory().is_some_and(|total| bytes > total) {
         return None;
     }
+    // Note [Huge pages]: 2 MiB more, to cut an aligned start out of
+    let huge = bytes >= HUGE_THRESHOLD && page_size().is_some();
+    let len = if huge {
+        bytes.checked_add(HUGE_PAGE)?
+    } else {
+        bytes
+    };
     // SAFETY: an anonymous private mapping at an address the kernel picks
     // aliases no existing memory; the arguments are valid for `mmap`, and a
     // failure is reported as MAP_FAILED, which is checked.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            bytes,
+            len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -202,7 +235,55 @@ fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
     if p == libc::MAP_FAILED {
         return None;
     }
-    NonNull::new(p.cast::<u8>())
+    let p = p.cast::<u8>();
+    if !huge {
+        return NonNull::new(p);
+    }
+    NonNull::new(trim_to_huge_pages(p, len, bytes))
+}
+
+/// The system's page size, where it says.
+#[cfg(unix)]
+fn page_size() -> Option<usize> {
+    // SAFETY: `sysconf` reads a configuration value; -1 means unknown.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|n| n.is_power_of_two())
+}
+
+/// Unmap the head and the tail of the fresh mapping `p` of `len` bytes
+/// around the 2 MiB-aligned `bytes` inside it, and ask for huge pages
+/// there (Note [Huge pages]); the aligned start.
+#[cfg(unix)]
+fn trim_to_huge_pages(p: *mut u8, len: usize, bytes: usize) -> *mut u8 {
+    let page = page_size().unwrap_or(HUGE_PAGE);
+    let head = (p as usize).next_multiple_of(HUGE_PAGE) - p as usize;
+    // whole pages: the mapping is `bytes` rounded up to a page
+    let kept = bytes.next_multiple_of(page);
+    let tail = len.next_multiple_of(page) - head - kept;
+    // SAFETY: `head < HUGE_PAGE` bytes from `p` are inside the mapping of
+    // `len = bytes + HUGE_PAGE` just made; `start` is page aligned (`p` is,
+    // and so is the 2 MiB boundary), and so are `start + kept` and `tail`.
+    let start = unsafe { p.add(head) };
+    // SAFETY: the head, `p..start`, and the tail after `start + kept` are
+    // whole pages of the mapping just made, which nothing uses; munmap of
+    // them leaves exactly `start..start + bytes` mapped. Failures would
+    // only leave unused address space mapped, so they are not checked.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p.cast(), head);
+        }
+        if tail > 0 {
+            libc::munmap(start.add(kept).cast(), tail);
+        }
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: `start..start + bytes` is mapped and unused; the advice does
+    // not change its contents. Refused advice (THP off) is not an error:
+    // the memory is the same in small pages.
+    unsafe {
+        libc::madvise(start.cast(), bytes, libc::MADV_HUGEPAGE);
+    }
+    start
 }
 
 /// The machine's memory and swap in bytes now (not cached: a VM's memory
@@ -401,5 +482,70 @@ mod tests {
         // SAFETY: `p` came from `raw.alloc(GIB)` and the slice is dead.
         unsafe { raw.free(p, GIB) };
         assert_eq!(raw.used(), 0);
+    }
+
+    /// Note [Huge pages]: a large mapping starts on a 2 MiB boundary, is
+    /// usable to its last byte (a length that is not a page multiple
+    /// included), and the kernel counts it eligible for huge pages where
+    /// THP is not off; a small one keeps the kernel's alignment.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_mappings_are_aligned_for_huge_pages() {
+        let raw = HostRaw::new(None);
+        let bytes = HUGE_THRESHOLD + HUGE_PAGE + 100;
+        let p = raw.alloc(bytes).expect("address space");
+        assert_eq!(
+            p.addr() % HUGE_PAGE,
+            0,
+            "{:#x} is not 2 MiB aligned",
+            p.addr()
+        );
+        // SAFETY: `p` points to `bytes` freshly mapped, zeroed host bytes.
+        let b = unsafe { std::slice::from_raw_parts_mut(p.as_host_ptr(), bytes) };
+        assert_eq!((b[0], b[bytes - 1]), (0, 0));
+        b[0] = 1;
+        b[bytes - 1] = 2;
+        let thp_off = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .map_or(true, |s| s.contains("[never]"));
+        if !thp_off {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").expect("procfs");
+            let eligible = vma_field(&smaps, p.addr(), "THPeligible:");
+            assert_eq!(
+                eligible.as_deref(),
+                Some("1"),
+                "{:#x} not eligible",
+                p.addr()
+            );
+        }
+        // SAFETY: `p` came from `raw.alloc(bytes)` and the slice is dead.
+        unsafe { raw.free(p, bytes) };
+        assert_eq!(raw.used(), 0);
+    }
+
+    /// The value of `field` in the `/proc/self/smaps` entry of the mapping
+    /// that contains `addr`.
+    #[cfg(target_os = "linux")]
+    fn vma_field(smaps: &str, addr: usize, field: &str) -> Option<String> {
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.split_once('-'));
+            if let Some((lo, hi)) = range {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&addr);
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(v) = line.strip_prefix(field) {
+                    return Some(v.trim().to_string());
+                }
+            }
+        }
+        None
     }
 }
