@@ -213,8 +213,8 @@ fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
         return None;
     }
     // Note [Huge pages]: 2 MiB more, to cut an aligned start out of
-    let huge = bytes >= HUGE_THRESHOLD && page_size().is_some();
-    let len = if huge {
+    let page = page_size().filter(|_| bytes >= HUGE_THRESHOLD);
+    let len = if page.is_some() {
         bytes.checked_add(HUGE_PAGE)?
     } else {
         bytes
@@ -236,10 +236,10 @@ fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
         return None;
     }
     let p = p.cast::<u8>();
-    if !huge {
-        return NonNull::new(p);
+    match page {
+        Some(page) => NonNull::new(trim_to_huge_pages(p, len, bytes, page)),
+        None => NonNull::new(p),
     }
-    NonNull::new(trim_to_huge_pages(p, len, bytes))
 }
 
 /// The system's page size, where it says.
@@ -251,11 +251,10 @@ fn page_size() -> Option<usize> {
 }
 
 /// Unmap the head and the tail of the fresh mapping `p` of `len` bytes
-/// around the 2 MiB-aligned `bytes` inside it, and ask for huge pages
-/// there (Note [Huge pages]); the aligned start.
+/// (pages of `page` bytes) around the 2 MiB-aligned `bytes` inside it, and
+/// ask for huge pages there (Note [Huge pages]); the aligned start.
 #[cfg(unix)]
-fn trim_to_huge_pages(p: *mut u8, len: usize, bytes: usize) -> *mut u8 {
-    let page = page_size().unwrap_or(HUGE_PAGE);
+fn trim_to_huge_pages(p: *mut u8, len: usize, bytes: usize, page: usize) -> *mut u8 {
     let head = (p as usize).next_multiple_of(HUGE_PAGE) - p as usize;
     // whole pages: the mapping is `bytes` rounded up to a page
     let kept = bytes.next_multiple_of(page);
@@ -487,7 +486,7 @@ mod tests {
     /// Note [Huge pages]: a large mapping starts on a 2 MiB boundary, is
     /// usable to its last byte (a length that is not a page multiple
     /// included), and the kernel counts it eligible for huge pages where
-    /// THP is not off; a small one keeps the kernel's alignment.
+    /// THP is not off.
     #[cfg(target_os = "linux")]
     #[test]
     fn large_mappings_are_aligned_for_huge_pages() {
