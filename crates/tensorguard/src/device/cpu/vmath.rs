@@ -430,12 +430,8 @@ pub(crate) fn sum_partials<T: Native>(xs: &[T]) -> f64 {
         add_lanes(l2, c);
         add_lanes(l3, d);
     }
-    let mut acc = [0.0f64; SUM_LANES];
-    for (a, l) in acc.chunks_exact_mut(STREAM_LANES).zip(&lanes) {
-        a.copy_from_slice(l);
-    }
     let tail: f64 = rest.iter().map(|x| x.to_f64()).sum();
-    combine_partials(&mut acc) + tail
+    combine_partials(&mut lanes) + tail
 }
 
 /// Add a stream's next elements to its partial sums.
@@ -448,7 +444,8 @@ fn add_lanes<T: Native>(lanes: &mut [f64; STREAM_LANES], xs: &[T; STREAM_LANES])
 
 /// The pairwise combination of [`sum_partials`]'s partial sums.
 #[inline(always)]
-fn combine_partials(acc: &mut [f64; SUM_LANES]) -> f64 {
+fn combine_partials(lanes: &mut [[f64; STREAM_LANES]; SUM_STREAMS]) -> f64 {
+    let acc = lanes.as_flattened_mut();
     let mut w = SUM_LANES;
     while w > 1 {
         w /= 2;
@@ -497,14 +494,15 @@ macro_rules! sum_f32_in_registers {
             }
             i += STREAM_LANES;
         }
-        let mut acc = [0.0f64; SUM_LANES];
+        let mut lanes = [[0.0f64; STREAM_LANES]; SUM_STREAMS];
+        let acc = lanes.as_flattened_mut();
         for (k, r) in r.iter().enumerate() {
             // SAFETY: `acc[$lanes * k..][..$lanes]` (k < 32 / $lanes) is
-            // inside `acc`; the store is unaligned.
+            // inside `acc` (32 partial sums); the store is unaligned.
             unsafe { $store(acc.as_mut_ptr().add($lanes * k), *r) };
         }
         let tail: f64 = xs[SUM_STREAMS * q..].iter().map(|&x| x as f64).sum();
-        combine_partials(&mut acc) + tail
+        combine_partials(&mut lanes) + tail
     }};
 }
 
