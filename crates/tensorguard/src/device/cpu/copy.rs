@@ -49,8 +49,31 @@ fn copy_typed<O: Native, I: Native>(o: &mut [O], ol: &Layout, i: &[I], il: &Layo
         return;
     }
     let (shape, [os, is]) = Layout::coalesce(&ol.shape, [&ol.strides[..], &il.strides[..]]);
-    if shape.len() == 2 && os[1] == 1 && is[0] == 1 && is[1] != 1 && ol.is_contiguous() {
-        transpose_blocked(o, ol.offset, i, il.offset, shape[0], shape[1], is[1]);
+    let d = shape.len();
+    if d >= 2 && os[d - 1] == 1 && is[d - 2] == 1 && is[d - 1] != 1 && ol.is_contiguous() {
+        // matrices transposed (a batch of them after the leading dims)
+        let (rows, cols, ics) = (shape[d - 2], shape[d - 1], is[d - 1]);
+        let (outer, outer_strides) = (&shape[..d - 2], &is[..d - 2]);
+        let start = |mut k: usize| {
+            let mut at = il.offset;
+            for (&n, &st) in outer.iter().zip(outer_strides).rev() {
+                at += k % n * st;
+                k /= n;
+            }
+            at
+        };
+        let out = &mut o[ol.offset..ol.offset + n];
+        let matrix = rows * cols;
+        if matrix >= PAR_MIN || matrix == n {
+            // each one split into bands across threads when large enough
+            for (k, m) in out.chunks_mut(matrix).enumerate() {
+                transpose_blocked(m, i, start(k), rows, cols, ics, matrix >= PAR_MIN);
+            }
+        } else {
+            out.par_chunks_mut(matrix)
+                .enumerate()
+                .for_each(|(k, m)| transpose_blocked(m, i, start(k), rows, cols, ics, false));
+        }
         return;
     }
     map1(o, ol, (i, il), PAR_MIN, O::cast::<I>);
@@ -69,24 +92,25 @@ fn copy_typed<O: Native, I: Native>(o: &mut [O], ol: &Layout, i: &[I], il: &Layo
 // a contiguous buffer that fits the first-level cache without conflicts,
 // then written out row by row from there.
 
-/// out[r][c] = in[r + c * in_col_stride] for a contiguous out of `rows` x
-/// `cols`, in 64x64 tiles through a contiguous buffer (Note [Transpose
-/// through a tile]).
+/// out[r][c] = in[ioff + r + c * ics] for `out` of `rows` x `cols`
+/// (row-major, no gaps), in 64x64 tiles through a contiguous buffer (Note
+/// [Transpose through a tile]); bands of 64 rows on several threads when
+/// `parallel`.
 fn transpose_blocked<O: Native, I: Native>(
-    o: &mut [O],
-    ooff: usize,
+    out: &mut [O],
     i: &[I],
     ioff: usize,
     rows: usize,
     cols: usize,
     ics: usize,
+    parallel: bool,
 ) {
     const TILE: usize = 64;
-    let out = &mut o[ooff..ooff + rows * cols];
+    debug_assert_eq!(out.len(), rows * cols);
     let run = |r0: usize, band: &mut [O]| {
         let rn = band.len() / cols;
         // tile[c * TILE + r] = in[r0 + r + (c0 + c) * ics]
-        let mut tile = vec![I::zero(); TILE * TILE];
+        let mut tile = [I::zero(); TILE * TILE];
         for c0 in (0..cols).step_by(TILE) {
             let cn = TILE.min(cols - c0);
             for (c, t) in tile.chunks_exact_mut(TILE).take(cn).enumerate() {
@@ -101,7 +125,7 @@ fn transpose_blocked<O: Native, I: Native>(
             }
         }
     };
-    if rows * cols >= PAR_MIN {
+    if parallel {
         out.par_chunks_mut(TILE * cols)
             .enumerate()
             .for_each(|(b, band)| run(b * TILE, band));
@@ -163,7 +187,16 @@ mod tests {
                 .map(|k| k as f64 * 0.5 - 11.0)
                 .collect();
             let mut out = vec![f32::NAN; ooff + rows * cols + 2];
-            transpose_blocked(&mut out, ooff, &input, ioff, rows, cols, ics);
+            let parallel = rows * cols >= PAR_MIN;
+            transpose_blocked(
+                &mut out[ooff..ooff + rows * cols],
+                &input,
+                ioff,
+                rows,
+                cols,
+                ics,
+                parallel,
+            );
             for r in 0..rows {
                 for c in 0..cols {
                     assert_eq!(
@@ -178,5 +211,55 @@ mod tests {
                 .chain(&out[ooff + rows * cols..])
                 .all(|x| x.is_nan()));
         }
+    }
+
+    /// `contiguous` of batches of transposed matrices takes the tiled path
+    /// for the last two dims, each matrix at its own input offset: leading
+    /// dims that do not merge (a narrowed dim, a permutation), small
+    /// matrices (in parallel across the batch) and large ones (split into
+    /// bands), from f32 and to f64.
+    #[test]
+    fn batches_of_transposed_matrices_are_copied_where_the_formula_says() -> crate::Result<()> {
+        use crate::{DType, Device, Tensor};
+        let cpu = Device::Cpu;
+        for (shape, perm) in [
+            (vec![3, 4, 70, 65], vec![1isize, 0, 3, 2]),
+            (vec![40, 30, 20], vec![0, 2, 1]),
+            (vec![2, 600, 520], vec![0, 2, 1]),
+        ] {
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = (0..n).map(|k| k as f32).collect();
+            let x = Tensor::from_vec(data, shape.clone(), &cpu)?;
+            // a gap after each row of the second dim's slices
+            let x = x.narrow(1, 1, shape[1] - 1)?;
+            let y = x.permute(perm.clone())?;
+            let got = y.contiguous()?.to_vec::<f32>()?;
+            let got64 = y.to_dtype(DType::F64)?.to_vec::<f64>()?;
+            let (ys, xs) = (y.shape().to_vec(), x.stride().to_vec());
+            let mut k = 0;
+            let mut idx = vec![0usize; ys.len()];
+            loop {
+                // y[idx] = x at idx permuted back
+                let at: usize = idx
+                    .iter()
+                    .zip(&perm)
+                    .map(|(&i, &p)| i * xs[p as usize])
+                    .sum();
+                let want = (at + x.storage_offset()) as f32;
+                assert_eq!(
+                    (got[k], got64[k]),
+                    (want, f64::from(want)),
+                    "{shape:?} {perm:?} at {idx:?}"
+                );
+                k += 1;
+                let Some(d) = (0..ys.len()).rev().find(|&d| idx[d] + 1 < ys[d]) else {
+                    break;
+                };
+                idx[d] += 1;
+                idx[d + 1..].iter_mut().for_each(|i| *i = 0);
+            }
+            assert_eq!(k, got.len());
+        }
+        Ok(())
     }
 }
