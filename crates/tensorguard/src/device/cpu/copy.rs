@@ -48,6 +48,16 @@ fn copy_typed<O: Native, I: Native>(o: &mut [O], ol: &Layout, i: &[I], il: &Layo
         }
         return;
     }
+    // a dense output in another order (a transposed destination) is
+    // contiguous with its dims in memory order: both sides permuted alike
+    // map the same elements
+    let permuted = match ol.memory_order() {
+        Some(perm) if ol.is_non_overlapping_and_dense() => {
+            Some((ol.permuted(&perm), il.permuted(&perm)))
+        }
+        _ => None,
+    };
+    let (ol, il) = permuted.as_ref().map_or((ol, il), |(o, i)| (o, i));
     let (shape, [os, is]) = Layout::coalesce(&ol.shape, [&ol.strides[..], &il.strides[..]]);
     let d = shape.len();
     if d >= 2 && os[d - 1] == 1 && is[d - 2] == 1 && is[d - 1] != 1 && ol.is_contiguous() {
@@ -259,6 +269,32 @@ mod tests {
                 idx[d + 1..].iter_mut().for_each(|i| *i = 0);
             }
             assert_eq!(k, got.len());
+        }
+        Ok(())
+    }
+
+    /// A copy into a transposed destination (`o.t().copy_(x)`) takes the
+    /// tiled path in the destination's memory order: every element lands
+    /// where the formula says, with a cast, small and past PAR_MIN.
+    #[test]
+    fn a_copy_into_a_transposed_destination_lands_where_the_formula_says() -> crate::Result<()> {
+        use crate::{DType, Device, Tensor};
+        let cpu = Device::Cpu;
+        for (rows, cols) in [(3, 5), (70, 130), (520, 600)] {
+            let data: Vec<f32> = (0..rows * cols).map(|k| k as f32).collect();
+            let x = Tensor::from_vec(data, [rows, cols], &cpu)?;
+            let o = Tensor::zeros([cols, rows], DType::F64, &cpu)?;
+            o.t()?.copy_(&x)?;
+            let got = o.to_vec::<f64>()?;
+            for c in 0..cols {
+                for r in 0..rows {
+                    assert_eq!(
+                        got[c * rows + r],
+                        (r * cols + c) as f64,
+                        "{rows}x{cols} at [{r}][{c}]"
+                    );
+                }
+            }
         }
         Ok(())
     }
