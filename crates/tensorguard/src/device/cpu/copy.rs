@@ -5,6 +5,7 @@ use crate::memory::alloc::HostSlice;
 use rayon::prelude::*;
 
 use super::iter::{map1, PAR_MIN};
+use super::tiled::transpose_blocked;
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{with_native, DType, Native, Scalar};
 use crate::shape::Layout;
@@ -87,63 +88,6 @@ fn copy_typed<O: Native, I: Native>(o: &mut [O], ol: &Layout, i: &[I], il: &Layo
         return;
     }
     map1(o, ol, (i, il), PAR_MIN, O::cast::<I>);
-}
-
-// Note [Transpose through a tile]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// `contiguous` of a transposed matrix reads its input down the columns:
-// each output row takes one element from each of 64 input rows, and those
-// lie a row's length apart. For a power-of-two row length (4096 f32: 16
-// KiB) all 64 lines fall into the same few cache sets, so each was evicted
-// before the next output rows used the rest of it, and read again from
-// memory for every 16 output rows: 33 ms for 4096x4096 f32, 4 GB/s, where
-// a straight copy of the same bytes took 4.7 ms. So each 64x64 tile is
-// first copied, input row by input row (whole lines, each read once), into
-// a contiguous buffer that fits the first-level cache without conflicts,
-// then written out row by row from there.
-
-/// out[r][c] = in[ioff + r + c * ics] for `out` of `rows` x `cols`
-/// (row-major, no gaps), in 64x64 tiles through a contiguous buffer (Note
-/// [Transpose through a tile]); bands of 64 rows on several threads when
-/// `parallel`.
-fn transpose_blocked<O: Native, I: Native>(
-    out: &mut [O],
-    i: &[I],
-    ioff: usize,
-    rows: usize,
-    cols: usize,
-    ics: usize,
-    parallel: bool,
-) {
-    const TILE: usize = 64;
-    debug_assert_eq!(out.len(), rows * cols);
-    let run = |r0: usize, band: &mut [O]| {
-        let rn = band.len() / cols;
-        // tile[c * TILE + r] = in[r0 + r + (c0 + c) * ics]
-        let mut tile = [I::zero(); TILE * TILE];
-        for c0 in (0..cols).step_by(TILE) {
-            let cn = TILE.min(cols - c0);
-            for (c, t) in tile.chunks_exact_mut(TILE).take(cn).enumerate() {
-                let src = ioff + r0 + (c0 + c) * ics;
-                t[..rn].copy_from_slice(&i[src..src + rn]);
-            }
-            for (r, row) in band.chunks_exact_mut(cols).enumerate() {
-                let row = &mut row[c0..c0 + cn];
-                for (x, t) in row.iter_mut().zip(tile.chunks_exact(TILE)) {
-                    *x = O::cast(t[r]);
-                }
-            }
-        }
-    };
-    if parallel {
-        out.par_chunks_mut(TILE * cols)
-            .enumerate()
-            .for_each(|(b, band)| run(b * TILE, band));
-    } else {
-        out.chunks_mut(TILE * cols)
-            .enumerate()
-            .for_each(|(b, band)| run(b * TILE, band));
-    }
 }
 
 /// out = value.

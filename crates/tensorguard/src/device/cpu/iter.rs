@@ -331,6 +331,10 @@ pub(crate) fn map2<A: Native, B: Native, O: Native>(
         out[ol.offset] = f(a[al.offset], b[bl.offset]);
         return;
     }
+    // Note [Transpose through a tile]
+    if super::tiled::map2_transposed(out, ol, (a, al), (b, bl), &f) {
+        return;
+    }
     drive(out, [ol, al, bl], PAR_MIN, |o, ob, offs, len, inner| {
         let oo = offs[0] - ob;
         let os = &mut o[oo..];

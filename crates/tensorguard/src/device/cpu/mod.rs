@@ -15,6 +15,7 @@ mod iter;
 mod matmul;
 mod reduce;
 mod team;
+mod tiled;
 mod vmath;
 
 pub(crate) use custom::Custom;
