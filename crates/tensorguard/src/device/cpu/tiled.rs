@@ -78,7 +78,8 @@ pub(super) fn map2_transposed<A: Native, B: Native, O: Native>(
     (b, bl): (&[B], &Layout),
     f: &(impl Fn(A, B) -> O + Sync),
 ) -> bool {
-    if ol.numel() < PAR_MIN || !ol.is_non_overlapping_and_dense() {
+    let alike = |l: &Layout| l.strides == ol.strides;
+    if ol.numel() < PAR_MIN || (alike(al) && alike(bl)) || !ol.is_non_overlapping_and_dense() {
         return false;
     }
     // the output's memory order: a dense output is then contiguous
@@ -172,6 +173,53 @@ mod tests {
             p /= l.shape[d];
         }
         idx
+    }
+
+    /// The tiled transpose writes every element where the plain formula
+    /// puts it: sizes that are and are not multiples of the tile, in
+    /// parallel and not, an input row longer than the output's columns
+    /// (a transposed slice), offsets on both sides and a cast.
+    #[test]
+    fn the_tiled_transpose_matches_the_formula() {
+        for (rows, cols, ics) in [
+            (1, 1, 1),
+            (3, 5, 3),
+            (64, 64, 64),
+            (65, 130, 70),
+            (200, 63, 257),
+            (300, 300, 300),
+            // past PAR_MIN elements: bands on several threads
+            (600, 520, 601),
+        ] {
+            let (ioff, ooff) = (7, 3);
+            let input: Vec<f64> = (0..ioff + rows + (cols - 1) * ics)
+                .map(|k| k as f64 * 0.5 - 11.0)
+                .collect();
+            let mut out = vec![f32::NAN; ooff + rows * cols + 2];
+            let parallel = rows * cols >= PAR_MIN;
+            transpose_blocked(
+                &mut out[ooff..ooff + rows * cols],
+                &input,
+                ioff,
+                rows,
+                cols,
+                ics,
+                parallel,
+            );
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(
+                        out[ooff + r * cols + c],
+                        input[ioff + r + c * ics] as f32,
+                        "({rows}x{cols}, input row {ics}) at [{r}][{c}]"
+                    );
+                }
+            }
+            assert!(out[..ooff]
+                .iter()
+                .chain(&out[ooff + rows * cols..])
+                .all(|x| x.is_nan()));
+        }
     }
 
     /// `map2` with one operand transposed takes the tiled path, and every
