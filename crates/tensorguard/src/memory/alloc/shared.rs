@@ -156,6 +156,17 @@ impl<T> Shared<T> {
     /// The value, mutably, when this is its only handle of either kind (as
     /// `Arc::get_mut`, with two loads: with no weak handle and no other
     /// strong one, none can appear while `this` is borrowed mutably).
+    ///
+    /// The two loads are not one instant, and `Arc` locks the weak count
+    /// between them for a reason: a weak handle that exists at the first
+    /// load can be upgraded and dropped by another thread before the
+    /// second, which then sees no weak handle while that thread holds a
+    /// second strong one. So the answer is exact only for a value with no
+    /// weak handle another thread could upgrade: one never downgraded
+    /// (autograd's `Node`), or one no other thread has seen yet (an op's
+    /// new output, `autograd::set_fresh_grad_fn`). Every caller is one of
+    /// those; a new caller must be too, or lock the weak count as `Arc`
+    /// does.
     #[inline]
     pub(crate) fn get_mut(this: &mut Shared<T>) -> Option<&mut T> {
         let inner = this.inner();
