@@ -4,6 +4,7 @@ use crate::memory::alloc::HostSlice;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
+use super::columns::{self, Columns};
 use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::{drive, for_each_run, PAR_MIN};
 use super::vmath::{softmax_row, sum_dense};
@@ -15,17 +16,17 @@ use crate::shape::{Dims, Layout};
 
 /// The reduced part of an input: the coalesced shape and strides of the
 /// reduced dims, in row-major order of the original dims.
-struct Lanes {
-    shape: Dims,
-    strides: Dims,
-    len: usize,
+pub(super) struct Lanes {
+    pub(super) shape: Dims,
+    pub(super) strides: Dims,
+    pub(super) len: usize,
 }
 
 impl Lanes {
     /// The outputs from which a reduction over these lanes is split over
     /// the pool: [`PAR_MIN`] elements *read*, since each output reads a lane
     /// (4096 sums of rows of 4096 split; 4096 sums of pairs do not).
-    fn par_min(&self) -> usize {
+    pub(super) fn par_min(&self) -> usize {
         (PAR_MIN / self.len.max(1)).max(1)
     }
 
@@ -69,7 +70,7 @@ impl Lanes {
 }
 
 /// Split `input` into (outer layout over kept dims, lanes over reduced dims).
-fn split(input: &Layout, dims: &[usize]) -> (Layout, Lanes) {
+pub(super) fn split(input: &Layout, dims: &[usize]) -> (Layout, Lanes) {
     let mut outer = input.clone();
     let mut rs = Dims::new();
     let mut rst = Dims::new();
@@ -211,6 +212,10 @@ fn var_lane<T: Native>(data: &[T], lanes: &Lanes, base: usize, correction: f64) 
 }
 
 pub(crate) fn reduce(op: ReduceOp, dims: &[usize], out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
+    if let Some(c) = Columns::plan(a.layout, dims) {
+        let ol = keepdim_layout(out.layout, a.layout, dims);
+        return columns::reduce(op, &c, out, a, &ol);
+    }
     match op {
         ReduceOp::ArgMax | ReduceOp::ArgMin => {
             return arg_extreme(op == ReduceOp::ArgMax, dims, out, a)
@@ -272,9 +277,12 @@ pub(crate) fn reduce_with_index(
             "internal error: expected two outputs",
         ));
     };
-    let (outer, lanes) = split(a.layout, &[dim]);
     let vl = keepdim_layout(vals.layout, a.layout, &[dim]);
     let il = keepdim_layout(idxs.layout, a.layout, &[dim]);
+    if let Some(c) = Columns::plan(a.layout, &[dim]) {
+        return columns::reduce_with_index(max, &c, (vals, &vl), (idxs, &il), a);
+    }
+    let (outer, lanes) = split(a.layout, &[dim]);
     with_arith!(a.dtype, T => {
         let data: &[T] = a.buf.typed();
         let vo: &mut [T] = vals.buf.typed_mut();
@@ -296,6 +304,11 @@ pub(crate) fn reduce_with_index(
 }
 
 pub(crate) fn softmax(dim: usize, log: bool, out: &mut KOut<'_>, a: &KIn<'_>) -> Result<()> {
+    if out.layout.is_non_overlapping_and_dense() {
+        if let Some(c) = Columns::plan(a.layout, &[dim]) {
+            return columns::softmax(&c, dim, log, out, a);
+        }
+    }
     let n = a.layout.shape[dim];
     let (a_st, o_st) = (a.layout.strides[dim], out.layout.strides[dim]);
     let mut outer_a = a.layout.clone();

@@ -567,6 +567,91 @@ pub(crate) fn sum_f32(xs: &[f32]) -> f64 {
     sum_f32_auto(xs)
 }
 
+widest_vectors! {
+    /// `acc[j] += x[j]` in f64 over one row (`acc` as long as `x`): the
+    /// column sums of Note [Reducing across rows], four or eight columns
+    /// an instruction.
+    fn add_row_f32(acc: &mut [f64], x: &[f32]) {
+        for (a, &v) in acc.iter_mut().zip(x) {
+            *a += f64::from(v);
+        }
+    }
+}
+
+/// [`add_row_f32`] for any element type: `Some` where `T` is f32 and the
+/// row was added, `None` (nothing added) otherwise.
+#[inline]
+pub(crate) fn add_row<T: Native>(acc: &mut [f64], x: &[T]) -> Option<()> {
+    as_f32(x).map(|x| add_row_f32(acc, x))
+}
+
+widest_vectors! {
+    /// `m[j] = max(m[j], x[j])` over one row, NaN ignored (as the row
+    /// softmax's maximum): a softmax across rows (Note [Reducing across
+    /// rows]).
+    fn max_row_f32(m: &mut [f32], x: &[f32]) {
+        for (m, &v) in m.iter_mut().zip(x) {
+            *m = m.max(v);
+        }
+    }
+}
+
+widest_vectors! {
+    /// `s[j] += e^(x[j] - m[j])` in f64 over one row, by [`exp_f32_fused`].
+    fn exp_sum_row_f32(x: &[f32], m: &[f32], s: &mut [f64]) {
+        for ((s, &v), &m) in s.iter_mut().zip(x).zip(m) {
+            *s += f64::from(exp_f32_fused(v - m));
+        }
+    }
+}
+
+widest_vectors! {
+    /// A softmax's output row from its column maxima `m` and `k`: `o[j] =
+    /// e^(x[j] - m[j]) * k[j]` (`k` the sum's inverse), or `(x[j] - m[j])
+    /// - k[j]` for log-softmax (`k` the sum's log), as [`softmax_row_body`]
+    /// writes a row.
+    fn softmax_out_row_f32(x: &[f32], m: &[f32], k: &[f32], o: &mut [f32], log: bool) {
+        let terms = o.iter_mut().zip(x).zip(m).zip(k);
+        if log {
+            terms.for_each(|(((o, &v), &m), &k)| *o = (v - m) - k);
+        } else {
+            terms.for_each(|(((o, &v), &m), &k)| *o = exp_f32_fused(v - m) * k);
+        }
+    }
+}
+
+/// Visits each row of a block: `f(input offset, output row)`.
+pub(crate) type EachRow<'a, T> = &'a dyn Fn(&mut dyn FnMut(usize, &mut [T]));
+
+/// A softmax across rows in f32 (Note [Reducing across rows]), one row of
+/// a block of columns at a time: `rows` visits each row's input offset and
+/// output row (`m`, `s` and `k` as long as a row). `None`, having done
+/// nothing, unless `T` is f32.
+pub(crate) fn softmax_rows<T: Native>(
+    x: &[T],
+    rows: EachRow<'_, T>,
+    m: &mut [f32],
+    s: &mut [f64],
+    k: &mut [f32],
+    log: bool,
+) -> Option<()> {
+    let x = as_f32(x)?;
+    let w = m.len();
+    m.fill(f32::NEG_INFINITY);
+    rows(&mut |p, _| max_row_f32(m, &x[p..p + w]));
+    s.fill(0.0);
+    rows(&mut |p, _| exp_sum_row_f32(&x[p..p + w], m, s));
+    for (k, &s) in k.iter_mut().zip(s.iter()) {
+        *k = if log { s.ln() as f32 } else { (1.0 / s) as f32 };
+    }
+    rows(&mut |p, o| {
+        if let Some(o) = as_f32_mut(o) {
+            softmax_out_row_f32(&x[p..p + w], m, k, o, log)
+        }
+    });
+    Some(())
+}
+
 /// [`sum_partials`], in the cpu's vector unit for f32.
 pub(crate) fn sum_dense<T: Native>(xs: &[T]) -> f64 {
     match as_f32(xs) {
