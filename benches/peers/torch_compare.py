@@ -86,6 +86,8 @@ def setup(kind, args):
         x = torch.randn(s, s)
         if args[1] == "last":
             return lambda: x.sum(-1)
+        if args[1] == "first":
+            return lambda: x.sum(0)
         return lambda: x.sum()
     if kind == "softmax":
         x = torch.randn(int(args[0]), int(args[1]))

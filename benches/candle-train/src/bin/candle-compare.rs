@@ -107,10 +107,10 @@ fn setup(kind: &str, args: &[&str], dev: &Device) -> std::result::Result<Work, S
             let n = num(args, 0)?;
             let s = side(n);
             let x = randn((s, s))?;
-            if args.get(1) == Some(&"last") {
-                Ok(Box::new(move || Ok(vec![x.sum(D::Minus1)?])))
-            } else {
-                Ok(Box::new(move || Ok(vec![x.sum_all()?])))
+            match args.get(1) {
+                Some(&"last") => Ok(Box::new(move || Ok(vec![x.sum(D::Minus1)?]))),
+                Some(&"first") => Ok(Box::new(move || Ok(vec![x.sum(0usize)?]))),
+                _ => Ok(Box::new(move || Ok(vec![x.sum_all()?]))),
             }
         }
         "softmax" => {

@@ -90,6 +90,13 @@ pub fn all() -> Vec<Spec> {
         &[&n, &"last"],
         Limit::Memory(n as f64 * F32),
     ));
+    // across rows: a bias gradient, a batch norm's statistics
+    v.push(Spec::new(
+        "sum_first_16M".into(),
+        "sum",
+        &[&n, &"first"],
+        Limit::Memory(n as f64 * F32),
+    ));
     v.push(Spec::new(
         "softmax_4096x4096".into(),
         "softmax",
@@ -287,10 +294,10 @@ fn make(spec: &Spec) -> Result<Work, String> {
         "sum" => {
             let s = side(arg(spec, 0)?);
             let x = randn(&[s, s])?;
-            if spec.args.get(1).map(String::as_str) == Some("last") {
-                Ok(Box::new(move || x.sum_dim(-1isize, false).map(drop)))
-            } else {
-                Ok(Box::new(move || x.sum().map(drop)))
+            match spec.args.get(1).map(String::as_str) {
+                Some("last") => Ok(Box::new(move || x.sum_dim(-1isize, false).map(drop))),
+                Some("first") => Ok(Box::new(move || x.sum_dim(0isize, false).map(drop))),
+                _ => Ok(Box::new(move || x.sum().map(drop))),
             }
         }
         "softmax" => {
@@ -406,10 +413,11 @@ mod tests {
     fn every_workload_of_the_issue_is_listed_once() {
         let all = all();
         let mut names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names.len(), 36);
+        // the issue's 36 and `sum_first_16M`
+        assert_eq!(names.len(), 37);
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 36, "workload names repeat");
+        assert_eq!(names.len(), 37, "workload names repeat");
         assert!(names.contains(&"add_16M_t") && names.contains(&"to_emu_64MiB"));
         assert_eq!(
             all[0].setup_line(),
