@@ -45,24 +45,40 @@ impl Lanes {
         if start >= end {
             return;
         }
-        if self.shape.len() == 1 {
-            let st = self.strides[0];
-            if st == 1 {
-                data[base + start..base + end].iter().for_each(|&x| f(x));
-            } else {
-                (start..end).for_each(|i| f(data[base + i * st]));
-            }
+        if self.shape.len() == 1 && self.strides[0] == 1 {
+            data[base + start..base + end].iter().for_each(|&x| f(x));
             return;
         }
+        self.each_offset(base, start, end, |p, _| f(data[p]));
+    }
+
+    /// Visit positions `lo..hi` of the lane beginning at `base`, in lane
+    /// order: `f(offset, position)`. Also the rows of a reduction across
+    /// rows (Note [Reducing across rows]).
+    #[inline(always)]
+    pub(super) fn each_offset(
+        &self,
+        base: usize,
+        lo: usize,
+        hi: usize,
+        mut f: impl FnMut(usize, usize),
+    ) {
+        if self.shape.len() == 1 {
+            let st = self.strides[0];
+            (lo..hi).for_each(|i| f(base + i * st, i));
+            return;
+        }
+        let mut i = lo;
         for_each_run(
             &self.shape,
             [&self.strides[..]],
             [base],
-            start,
-            end,
+            lo,
+            hi,
             |offs, len, inner| {
-                for i in 0..len {
-                    f(data[offs[0] + i * inner[0]]);
+                for k in 0..len {
+                    f(offs[0] + k * inner[0], i);
+                    i += 1;
                 }
             },
         );

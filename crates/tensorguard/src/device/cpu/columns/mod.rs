@@ -82,7 +82,7 @@ fn with_accumulators<A: Copy, R>(init: A, w: usize, f: impl FnOnce(&mut [A]) -> 
 /// in memory, the groups every other kept dim.
 pub(super) struct Columns {
     /// The reduced dims.
-    pub(super) lanes: Lanes,
+    lanes: Lanes,
     /// The column dim, its size and its stride in the input.
     dim: usize,
     cols: usize,
@@ -146,22 +146,24 @@ impl Columns {
         self.starts.len() * self.cols
     }
 
-    /// Whether output layout `l` (in keepdim form) holds output `(g, j)`
-    /// at `l.offset + g * cols + j`: the blocks then write it in place.
-    fn dense_in(&self, l: &Layout) -> bool {
-        l.strides[self.dim] == 1
-            && (offsets(&self.groups, &l.strides, l.offset)
-                .iter()
-                .enumerate())
-            .all(|(g, &o)| o == l.offset + g * self.cols)
+    /// Each group's first output in output layout `l` (keepdim form).
+    fn out_starts(&self, l: &Layout) -> SmallVec<[usize; 4]> {
+        offsets(&self.groups, &l.strides, l.offset)
     }
 
     /// Write output `(g, j)` (`vals[g * cols + j]`, through `f`) where
-    /// output layout `l` (in keepdim form) puts it.
-    fn scatter<V: Copy, O>(&self, vals: &[V], l: &Layout, o: &mut [O], f: impl Fn(V) -> O) {
+    /// output layout `l` (keepdim form, its groups starting at `starts`)
+    /// puts it.
+    fn scatter<V: Copy, O>(
+        &self,
+        vals: &[V],
+        l: &Layout,
+        starts: &[usize],
+        o: &mut [O],
+        f: impl Fn(V) -> O,
+    ) {
         let step = l.strides[self.dim];
-        let starts = offsets(&self.groups, &l.strides, l.offset);
-        for (row, &start) in vals.chunks(self.cols).zip(&starts) {
+        for (row, &start) in vals.chunks(self.cols).zip(starts) {
             for (j, &v) in row.iter().enumerate() {
                 o[start + j * step] = f(v);
             }
@@ -202,7 +204,8 @@ impl Columns {
     }
 
     /// The outputs of one output layout `l` (keepdim form) in buffer `o`:
-    /// in place when [`Self::dense_in`], else through a buffer.
+    /// in place when `l` holds output `(g, j)` at `l.offset + g * cols +
+    /// j`, else through a buffer.
     fn fill<O: Copy + Send + Sync>(
         &self,
         o: &mut [O],
@@ -211,7 +214,10 @@ impl Columns {
         split: bool,
         block: impl Fn(usize, &mut [O]) + Sync,
     ) {
-        if self.dense_in(l) {
+        let starts = self.out_starts(l);
+        let dense = l.strides[self.dim] == 1
+            && (starts.iter().enumerate()).all(|(g, &s)| s == l.offset + g * self.cols);
+        if dense {
             let n = self.len();
             self.blocks(&mut o[l.offset..l.offset + n], split, |f, _, outs| {
                 block(f, outs)
@@ -220,34 +226,15 @@ impl Columns {
         }
         let mut vals = vec![zero; self.len()];
         self.blocks(&mut vals, split, |f, _, outs| block(f, outs));
-        self.scatter(&vals, l, o, |v| v);
+        self.scatter(&vals, l, &starts, o, |v| v);
     }
 
     /// Visit the rows `lo..hi` (lane positions, in lane order) of the
     /// columns whose first is at input offset `first`: `f(offset, i)`, the
     /// offset of row `i`'s first column.
     #[inline(always)]
-    fn rows(&self, first: usize, lo: usize, hi: usize, mut f: impl FnMut(usize, usize)) {
-        let l = &self.lanes;
-        if l.shape.len() == 1 {
-            let st = l.strides[0];
-            (lo..hi).for_each(|i| f(first + i * st, i));
-            return;
-        }
-        let mut i = lo;
-        for_each_run(
-            &l.shape,
-            [&l.strides[..]],
-            [first],
-            lo,
-            hi,
-            |offs, len, inner| {
-                for k in 0..len {
-                    f(offs[0] + k * inner[0], i);
-                    i += 1;
-                }
-            },
-        );
+    fn rows(&self, first: usize, lo: usize, hi: usize, f: impl FnMut(usize, usize)) {
+        self.lanes.each_offset(first, lo, hi, f);
     }
 
     /// Fold rows `lo..hi` of the columns whose first is at input offset
@@ -485,8 +472,8 @@ pub(super) fn reduce_with_index(
         let data: &[T] = a.buf.typed();
         let mut best = vec![(T::zero(), 0i64); c.len()];
         c.blocks(&mut best, true, |first, _, outs| c.extremes(data, first, outs, max, |e| e));
-        c.scatter(&best, vl, vals.buf.typed_mut::<T>(), |e| e.0);
-        c.scatter(&best, il, idxs.buf.typed_mut::<i64>(), |e| e.1);
+        c.scatter(&best, vl, &c.out_starts(vl), vals.buf.typed_mut::<T>(), |e| e.0);
+        c.scatter(&best, il, &c.out_starts(il), idxs.buf.typed_mut::<i64>(), |e| e.1);
         Ok(())
     })
 }

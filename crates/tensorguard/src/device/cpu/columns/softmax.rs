@@ -1,7 +1,7 @@
 //! Softmax across rows (Note [Reducing across rows]): a block of columns
 //! at a time, its maxima and sums in rows of accumulators.
 
-use super::{offsets, with_accumulators, Columns};
+use super::{with_accumulators, Columns};
 use crate::device::cpu::elementwise::with_float;
 use crate::device::cpu::vmath::softmax_rows;
 use crate::device::kernel::{KIn, KOut};
@@ -52,7 +52,7 @@ pub(in crate::device::cpu) fn softmax(
 ) -> Result<()> {
     let ol = out.layout;
     let (o_row, o_col) = (ol.strides[dim], ol.strides[c.dim]);
-    let ostarts = offsets(&c.groups, &ol.strides, ol.offset);
+    let ostarts = c.out_starts(ol);
     let r = c.lanes.len;
     with_float!(a.dtype, T => {
         let x: &[T] = a.buf.typed();
