@@ -276,9 +276,53 @@ impl Columns {
             self.rows(first, lo, hi, |p, _| {
                 let _ = add_row(acc, &data[p..p + w]);
             });
-        } else {
-            self.fold(data, first, acc, lo, hi, |a, x, _| *a += x.to_f64());
+            return;
         }
+        if self.step == 1 {
+            macro_rules! narrow {
+                ($($n:literal)*) => {
+                    match w {
+                        $($n => return self.fold_sum_narrow::<T, $n>(data, first, acc, lo, hi),)*
+                        _ => {}
+                    }
+                };
+            }
+            narrow!(1 2 3 4 5 6 7 8);
+        }
+        self.fold(data, first, acc, lo, hi, |a, x, _| *a += x.to_f64());
+    }
+
+    /// [`Self::fold_sum`] of `N` dense columns (a narrow block: a matrix
+    /// of a few columns summed down its rows). The sums stay in registers
+    /// across the rows, where a block of any width keeps them in memory
+    /// and each row's add waits on the store of the row before: the same
+    /// additions in the same order, so the same bits.
+    #[inline(always)]
+    fn fold_sum_narrow<T: Native, const N: usize>(
+        &self,
+        data: &[T],
+        first: usize,
+        acc: &mut [f64],
+        lo: usize,
+        hi: usize,
+    ) {
+        let add = |sums: &mut [f64; N], p: usize| {
+            for (s, x) in sums.iter_mut().zip(&data[p..p + N]) {
+                *s += x.to_f64();
+            }
+        };
+        let mut sums = [0.0f64; N];
+        sums.copy_from_slice(acc);
+        if let ([_], &[stride]) = (&self.lanes.shape[..], &self.lanes.strides[..]) {
+            // the loop here, not in the visitor's: there `sums` would be
+            // reached through a pointer, and live in memory again
+            for i in lo..hi {
+                add(&mut sums, first + i * stride);
+            }
+        } else {
+            self.rows(first, lo, hi, |p, _| add(&mut sums, p));
+        }
+        acc.copy_from_slice(&sums);
     }
 
     /// Fold every row of a block's columns into accumulators that start
@@ -586,6 +630,13 @@ mod tests {
                 "[6, 50, 90] permuted (2, 0, 1) over 2",
             ),
             (t(&[700, 1000], Some(5000)), vec![0], "[700, 1000] over 0"),
+            // narrow blocks: the sums held in registers
+            (t(&[300, 5], Some(17)), vec![0], "[300, 5] over 0"),
+            (
+                t(&[6, 40, 3], Some(100)).narrow(1, 0, 30).unwrap(),
+                vec![0, 1],
+                "[6, 30 of 40, 3] over 0, 1",
+            ),
         ]
     }
 
