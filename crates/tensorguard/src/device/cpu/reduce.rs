@@ -65,7 +65,11 @@ impl Lanes {
     ) {
         if self.shape.len() == 1 {
             let st = self.strides[0];
-            (lo..hi).for_each(|i| f(base + i * st, i));
+            // a plain loop, not `for_each`: its `fold` was left out of
+            // line, and state the caller's `f` folds into went to memory
+            for i in lo..hi {
+                f(base + i * st, i);
+            }
             return;
         }
         let mut i = lo;

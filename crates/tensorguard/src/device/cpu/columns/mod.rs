@@ -306,22 +306,13 @@ impl Columns {
         lo: usize,
         hi: usize,
     ) {
-        let add = |sums: &mut [f64; N], p: usize| {
+        let mut sums = [0.0f64; N];
+        sums.copy_from_slice(acc);
+        self.rows(first, lo, hi, |p, _| {
             for (s, x) in sums.iter_mut().zip(&data[p..p + N]) {
                 *s += x.to_f64();
             }
-        };
-        let mut sums = [0.0f64; N];
-        sums.copy_from_slice(acc);
-        if let ([_], &[stride]) = (&self.lanes.shape[..], &self.lanes.strides[..]) {
-            // the loop here, not in the visitor's: there `sums` would be
-            // reached through a pointer, and live in memory again
-            for i in lo..hi {
-                add(&mut sums, first + i * stride);
-            }
-        } else {
-            self.rows(first, lo, hi, |p, _| add(&mut sums, p));
-        }
+        });
         acc.copy_from_slice(&sums);
     }
 
