@@ -146,7 +146,11 @@ impl Blocks {
         let live = self.items.get_mut(..self.len)?;
         let k = live.iter().rposition(|a| a.as_ref().is_some_and(&pred))?;
         let last = live.len() - 1;
-        live.swap(k, last);
+        // the newest block is the one taken on nearly every hit: a swap of
+        // its slot with itself would still move it twice
+        if k != last {
+            live.swap(k, last);
+        }
         self.len = last;
         let taken = live[last].take();
         self.larger -= usize::from(taken.as_ref().is_some_and(Blocks::larger));
