@@ -239,9 +239,10 @@ impl Columns {
 
     /// Fold rows `lo..hi` of the columns whose first is at input offset
     /// `first` into `acc` (one per column): `f(acc, x, i)`, `i` the row's
-    /// position in the lane, rows in lane order.
+    /// position in the lane, rows in lane order. A block of 1 to 8 dense
+    /// columns folds through [`Self::fold_narrow`].
     #[inline(always)]
-    fn fold<T: Native, A>(
+    fn fold<T: Native, A: Copy>(
         &self,
         data: &[T],
         first: usize,
@@ -252,6 +253,15 @@ impl Columns {
     ) {
         let (w, step) = (acc.len(), self.step);
         if step == 1 {
+            macro_rules! narrow {
+                ($($n:literal)*) => {
+                    match w {
+                        $($n => return self.fold_narrow::<T, A, $n>(data, first, acc, lo, hi, f),)*
+                        _ => {}
+                    }
+                };
+            }
+            narrow!(1 2 3 4 5 6 7 8);
             self.rows(first, lo, hi, |p, i| {
                 for (a, &x) in acc.iter_mut().zip(&data[p..p + w]) {
                     f(a, x, i);
@@ -266,6 +276,30 @@ impl Columns {
         }
     }
 
+    /// [`Self::fold`] of `N` dense columns (a narrow block: a matrix of a
+    /// few columns reduced down its rows). The accumulators stay in
+    /// registers across the rows, where a block of any width keeps them
+    /// in memory and each row's update waits on the store of the row
+    /// before: the same updates in the same order, so the same bits.
+    #[inline(always)]
+    fn fold_narrow<T: Native, A: Copy, const N: usize>(
+        &self,
+        data: &[T],
+        first: usize,
+        acc: &mut [A],
+        lo: usize,
+        hi: usize,
+        f: impl Fn(&mut A, T, usize),
+    ) {
+        let mut regs: [A; N] = std::array::from_fn(|k| acc[k]);
+        self.rows(first, lo, hi, |p, i| {
+            for (a, &x) in regs.iter_mut().zip(&data[p..p + N]) {
+                f(a, x, i);
+            }
+        });
+        acc.copy_from_slice(&regs);
+    }
+
     /// [`Self::fold`] of a float sum in f64: the vector unit's row loop
     /// for dense f32 columns (the same additions, in the same order), from
     /// [`WIDE_ROW`] columns.
@@ -278,42 +312,7 @@ impl Columns {
             });
             return;
         }
-        if self.step == 1 {
-            macro_rules! narrow {
-                ($($n:literal)*) => {
-                    match w {
-                        $($n => return self.fold_sum_narrow::<T, $n>(data, first, acc, lo, hi),)*
-                        _ => {}
-                    }
-                };
-            }
-            narrow!(1 2 3 4 5 6 7 8);
-        }
         self.fold(data, first, acc, lo, hi, |a, x, _| *a += x.to_f64());
-    }
-
-    /// [`Self::fold_sum`] of `N` dense columns (a narrow block: a matrix
-    /// of a few columns summed down its rows). The sums stay in registers
-    /// across the rows, where a block of any width keeps them in memory
-    /// and each row's add waits on the store of the row before: the same
-    /// additions in the same order, so the same bits.
-    #[inline(always)]
-    fn fold_sum_narrow<T: Native, const N: usize>(
-        &self,
-        data: &[T],
-        first: usize,
-        acc: &mut [f64],
-        lo: usize,
-        hi: usize,
-    ) {
-        let mut sums = [0.0f64; N];
-        sums.copy_from_slice(acc);
-        self.rows(first, lo, hi, |p, _| {
-            for (s, x) in sums.iter_mut().zip(&data[p..p + N]) {
-                *s += x.to_f64();
-            }
-        });
-        acc.copy_from_slice(&sums);
     }
 
     /// Fold every row of a block's columns into accumulators that start
