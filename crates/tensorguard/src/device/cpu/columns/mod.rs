@@ -620,7 +620,7 @@ mod tests {
                 "[6, 50, 90] permuted (2, 0, 1) over 2",
             ),
             (t(&[700, 1000], Some(5000)), vec![0], "[700, 1000] over 0"),
-            // narrow blocks: the sums held in registers
+            // narrow blocks: the accumulators held in registers
             (t(&[300, 5], Some(17)), vec![0], "[300, 5] over 0"),
             (
                 t(&[6, 40, 3], Some(100)).narrow(1, 0, 30).unwrap(),
