@@ -107,6 +107,9 @@ impl Slot {
 
 struct Team {
     busy: AtomicBool,
+    /// Held while a helper is started: one thread per slot by construction
+    /// (two callers that find a slot unstarted at once start it once).
+    starting: Mutex<()>,
     slots: Box<[Slot]>,
 }
 
@@ -148,6 +151,7 @@ fn team() -> &'static Team {
             .collect();
         Team {
             busy: AtomicBool::new(false),
+            starting: Mutex::new(()),
             slots,
         }
     })
@@ -182,17 +186,32 @@ fn helpers_for(pool: usize, cores: usize, local: usize) -> usize {
 
 /// Starts the helper for `slot` the first time it is needed; `false` when
 /// the thread could not be made (the caller then runs without it).
-fn started(slot: &'static Slot, i: usize) -> bool {
+///
+/// Callers that are not the team's poster reach here too (a mid-sized
+/// kernel waking the team, [`for_each_run_if_awake`]), so two threads may
+/// find a slot unstarted at once: the helper is made under
+/// `Team::starting`, and only by the caller that still finds the slot empty
+/// there. A second helper on one slot would run each posted part again,
+/// possibly after the poster saw it done and returned (issue 51's SIGSEGV).
+fn started(team: &'static Team, slot: &'static Slot, i: usize) -> bool {
+    if slot.thread.get().is_some() {
+        return true;
+    }
+    let _one_at_a_time = team.starting.lock();
     if slot.thread.get().is_some() {
         return true;
     }
     let spin = spin_time();
     match std::thread::Builder::new()
-        .name(format!("tensorguard-team-{i}"))
+        .name(format!("tg-team-{i}"))
         .spawn(move || helper(slot, spin))
     {
         Ok(h) => {
-            let _ = slot.thread.set(h.thread().clone());
+            let set = slot.thread.set(h.thread().clone());
+            debug_assert!(
+                set.is_ok(),
+                "only the holder of `starting` sets a slot's thread"
+            );
             true
         }
         Err(_) => false,
@@ -226,7 +245,7 @@ pub(crate) fn split(parts: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
     }
     // from here on `busy` is ours; `Posted`'s drop waits and gives it back
     let mut posted = Posted { team, n: 0 };
-    if !(1..parts).all(|p| started(&team.slots[p - 1], p)) {
+    if !(1..parts).all(|p| started(team, &team.slots[p - 1], p)) {
         return false;
     }
     // SAFETY: only the lifetime is erased (same fat-pointer layout); the
@@ -322,7 +341,7 @@ pub(crate) fn for_each_run_if_awake<S: HostSplit>(
     }
     if in_a_loop() {
         for (i, slot) in team.slots.iter().enumerate() {
-            if started(slot, i + 1) {
+            if started(team, slot, i + 1) {
                 slot.wake_if_parked();
             }
         }

@@ -28,6 +28,9 @@ pub(crate) struct Emulated {
     device: Device,
     allocator: CachingAllocator,
     streams: Vec<OnceLock<Arc<Worker>>>,
+    /// Held while a stream's worker is started: one thread per stream by
+    /// construction, however many threads make their first op on it at once.
+    starting: Mutex<()>,
     next: AtomicUsize,
     deferred: Mutex<Vec<(Buffer, SmallVec<[Mark; 2]>)>>,
     /// Whether `deferred` may hold anything (written under its lock): every
@@ -46,6 +49,7 @@ impl Emulated {
                 Box::new(HostRaw::new(Some(capacity))),
             ),
             streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
+            starting: Mutex::new(()),
             next: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
             has_deferred: AtomicBool::new(false),
@@ -59,6 +63,13 @@ impl Emulated {
                 self.device
             ))
         })?;
+        if let Some(w) = slot.get() {
+            return Ok(w);
+        }
+        // only the thread that still finds the slot empty under the lock
+        // starts a worker: a worker made and then dropped by a losing
+        // `get_or_init` would park forever with its thread
+        let _one_at_a_time = self.starting.lock();
         if let Some(w) = slot.get() {
             return Ok(w);
         }

@@ -133,7 +133,8 @@ impl Worker {
         });
         let runner = Arc::clone(&w);
         std::thread::Builder::new()
-            .name(format!("tensorguard-{device}-stream{stream}"))
+            // (within the 15 bytes Linux keeps of a thread's name)
+            .name(format!("tg-{device}-s{stream}"))
             .spawn(move || runner.run())
             .map_err(|e| {
                 Error::Device(format!(
