@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Storage;
+use crate::device::holds::wait_until_free;
 use crate::error::{Error, Result};
 use crate::memory::alloc::PeerAccess;
 use crate::memory::alloc::Shared;
@@ -196,7 +197,7 @@ fn copy_bytes(dst: &CopyEnd, src: &CopyEnd, bytes: usize, op: &'static str) -> R
         _ => None,
     };
     if Shared::ptr_eq(&src.storage, &dst.storage) {
-        let mut g = dst.storage.data.write();
+        let mut g = crate::device::holds::hold_write(&dst.storage, op)?;
         let buf = g.host_bytes_mut()?;
         let (s, d) = (
             range(src.offset, bytes, buf.len(), op)?,
@@ -204,15 +205,33 @@ fn copy_bytes(dst: &CopyEnd, src: &CopyEnd, bytes: usize, op: &'static str) -> R
         );
         buf.copy_within(s, d.start);
     } else {
-        // Note [Lock order]: by storage id
-        let (mut w, r);
-        if src.storage.id() < dst.storage.id() {
-            r = src.storage.data.read();
-            w = dst.storage.data.write();
-        } else {
-            w = dst.storage.data.write();
-            r = src.storage.data.read();
-        }
+        // Note [Lock order]: by storage id, never waiting while holding one
+        // (Note [Lends in the lock order])
+        let (sst, dst_st) = (&src.storage, &dst.storage);
+        let (mut w, r) = loop {
+            if sst.id() < dst_st.id() {
+                let Some(r) = sst.data.try_read() else {
+                    wait_until_free(sst, false, op)?;
+                    continue;
+                };
+                let Some(w) = dst_st.data.try_write() else {
+                    drop(r);
+                    wait_until_free(dst_st, true, op)?;
+                    continue;
+                };
+                break (w, r);
+            }
+            let Some(w) = dst_st.data.try_write() else {
+                wait_until_free(dst_st, true, op)?;
+                continue;
+            };
+            let Some(r) = sst.data.try_read() else {
+                drop(w);
+                wait_until_free(sst, false, op)?;
+                continue;
+            };
+            break (w, r);
+        };
         let from = r.host_bytes()?;
         let to = w.host_bytes_mut()?;
         let s = range(src.offset, bytes, from.len(), op)?;

@@ -71,11 +71,15 @@ impl Poison {
 // ~~~~~~~~~~~~~~~~~
 // An op locks every storage it touches before its kernel runs, in
 // increasing storage id, one lock per storage even when it appears several
-// times (write wins over read). So an op is atomic with respect to every
-// other op (ten threads doing `add_` on one tensor lose no update) and two
-// ops never wait on each other in a cycle. On an asynchronous device the
+// times (write wins over read), and never waits for one while it holds
+// another: it gives back what it took and starts again (Note [Lends in the
+// lock order] in `device/holds.rs`: a lend holds a lock out of this order).
+// So an op is atomic with respect to every other op (ten threads doing
+// `add_` on one tensor lose no update) and two ops never wait on each
+// other in a cycle. On an asynchronous device the
 // stream worker takes the locks when the kernel runs, not the host at
-// enqueue time. `device::cpu::exec::execute` is the one place that takes them.
+// enqueue time. The executor (`device::cpu::exec`) and the copy engine
+// (`device::copy`) take them, through `device::holds`.
 // Each is a `BiasedLock`, biased to the thread that made a host storage
 // (Note [Biased lock] in `memory/alloc/biased.rs`): that thread's holds cost no
 // atomic read-modify-write.
@@ -133,7 +137,9 @@ impl Poison {
 // thread-local read an op's check costs then). Every op checks its
 // operands (`Storage::check_usable`, from `ops::launch_impl`, the transfer path and
 // host reads) and fails with an error naming the lend instead. Other
-// threads are not refused: they wait for the closure, as for any op.
+// threads are not refused: they wait for the closure, as for any op, and
+// ops inside the closure on other storages wait for theirs without a
+// cycle (Note [Lends in the lock order] in `device/holds.rs`).
 
 thread_local! {
     /// Ids of the storages this thread has lent to closures still running.
@@ -152,8 +158,14 @@ fn lent_here(id: u64) -> bool {
 /// Whether this thread has any storage lent: an op reads it once for all
 /// its operands (Note [Lent storages]).
 #[inline]
-fn lending_here() -> bool {
+pub(crate) fn lending_here() -> bool {
     LENDS.with(|n| n.get() > 0)
+}
+
+/// The ids of the storages this thread lends now (Note [Lent storages]).
+pub(crate) fn lent_ids() -> SmallVec<[u64; 2]> {
+    LENT.try_with(|l| l.borrow().iter().copied().collect())
+        .unwrap_or_default()
 }
 
 /// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.

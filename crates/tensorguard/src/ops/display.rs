@@ -32,7 +32,10 @@ impl Tensor {
         };
         let host = host.as_ref().unwrap_or(self);
         let layout = host.layout();
-        let guard = host.storage().data.read();
+        let guard = match crate::device::holds::hold_read(host.storage(), "Display") {
+            Ok(g) => g,
+            Err(e) => return format!("tensor(<unavailable: {e}>)"),
+        };
         let bytes = match guard.host_bytes() {
             Ok(b) => b,
             Err(e) => return format!("tensor(<unavailable: {e}>)"),

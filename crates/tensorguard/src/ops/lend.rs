@@ -68,9 +68,12 @@ impl Tensor {
         self.check_lendable::<T>(OP)?;
         let storage = self.storage();
         storage.sync_for_host_read(OP)?;
-        // dropped after the lock: Note [Lent storages]
+        // refused when this thread lends it already (Note [Lent storages]);
+        // the lend is written down once the lock is held, so waiting for the
+        // lock is not a wait of this lend (Note [Lends in the lock order])
+        storage.check_not_lent_here(OP)?;
+        let guard = crate::device::holds::hold_read(storage, OP)?;
         let _lend = storage.lend(OP)?;
-        let guard = storage.data.read();
         let data = contiguous_view::<T>(OP, self.dtype(), self.layout(), guard.host_bytes()?)?;
         Ok(f(data))
     }
@@ -122,14 +125,15 @@ impl Tensor {
         // memory written by a failed kernel is never read, nor written
         // again (the sync checks it only when device work used the storage)
         storage.check_poison(OP)?;
-        // dropped after the lock: Note [Lent storages]
+        // as in `with_host_data`: checked, locked, then lent
+        storage.check_not_lent_here(OP)?;
+        let mut guard = crate::device::holds::hold_write(storage, OP)?;
         let lend = storage.lend(OP)?;
-        let mut guard = storage.data.write();
         let data =
             contiguous_view_mut::<T>(OP, self.dtype(), self.layout(), guard.host_bytes_mut()?)?;
         let r = f(data);
-        drop(guard);
         drop(lend);
+        drop(guard);
         storage.bump_version(site);
         Ok(r)
     }

@@ -64,7 +64,7 @@ impl Tensor {
         self.check_elem::<T>(op)?;
         let host = super::read_to_host(self, op, site)?;
         let host = host.as_ref().unwrap_or(self);
-        let guard = host.storage().data.read();
+        let guard = crate::device::holds::hold_read(host.storage(), op)?;
         let data: &[T::Native] = guard.host_bytes()?.typed();
         let layout = host.layout();
         out.clear();

@@ -4,26 +4,12 @@ use std::panic::Location;
 
 use smallvec::SmallVec;
 
+use crate::device::holds::{try_hold, wait_until_free, Hold as Guard};
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
 use crate::device::StreamId;
 use crate::error::{Error, Result};
-use crate::memory::alloc::biased::{ReadGuard, WriteGuard};
 use crate::memory::alloc::Buffer;
 use crate::shape::Layout;
-
-enum Guard<'a> {
-    R(ReadGuard<'a, Buffer>),
-    W(WriteGuard<'a, Buffer>),
-}
-
-impl Guard<'_> {
-    fn buf(&self) -> &Buffer {
-        match self {
-            Guard::R(g) => g,
-            Guard::W(g) => g,
-        }
-    }
-}
 
 fn internal(what: &str) -> Error {
     Error::invalid("launch", format!("internal error: {what}"))
@@ -124,18 +110,22 @@ fn execute_staged(
         }
     }
     set.sort_unstable_by_key(|e| e.0);
-    // 2. lock in order
+    // 2. lock in order, never waiting while holding a lock (Note [Lends in
+    // the lock order])
     let mut guards: SmallVec<[(u64, Guard<'_>); 6]> = SmallVec::new();
-    for &(id, owner, write) in &set {
-        let data = &owners[owner].storage.data;
-        guards.push((
-            id,
-            if write {
-                Guard::W(data.write())
-            } else {
-                Guard::R(data.read())
-            },
-        ));
+    'lock: loop {
+        for &(id, owner, write) in &set {
+            let storage = &owners[owner].storage;
+            match try_hold(storage, write) {
+                Some(g) => guards.push((id, g)),
+                None => {
+                    guards.clear();
+                    wait_until_free(storage, write, kernel.name())?;
+                    continue 'lock;
+                }
+            }
+        }
+        break;
     }
     let find = |id: u64| guards.iter().position(|g| g.0 == id).unwrap_or(0);
     let out_ids: SmallVec<[u64; 2]> = outs.iter().map(|o| o.storage.id()).collect();
@@ -353,38 +343,55 @@ fn execute_simple(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Option<
     let bid = b_own.map_or(u64::MAX, |b| b.storage.id());
     let mut write = None;
     let (mut ga, mut gb) = (None, None);
-    if out.fresh {
-        // Note [Lock order] among the inputs alone: a fresh output takes
-        // no lock (absent inputs have id u64::MAX and come last); one
-        // call site each for the first and the second lock taken
-        let b_first = bid < aid;
-        let (x, y) = if b_first { (b_own, a) } else { (a, b_own) };
-        let gx = x.map(|x| x.storage.data.read());
-        let gy = y.map(|y| y.storage.data.read());
-        (ga, gb) = if b_first { (gy, gx) } else { (gx, gy) };
-    } else {
-        // Note [Lock order]: (id, which) for the output (0) and each
-        // distinct input (1, 2); absent entries sort last
-        let mut order = [(oid, 0u8), (aid, 1), (bid, 2)];
-        if order[0].0 > order[1].0 {
-            order.swap(0, 1);
-        }
-        if order[1].0 > order[2].0 {
-            order.swap(1, 2);
-        }
-        if order[0].0 > order[1].0 {
-            order.swap(0, 1);
-        }
+    // Note [Lock order]: (id, which) for the output (0; none for a fresh
+    // output: Note [Fresh outputs]) and each distinct input (1, 2); absent
+    // entries have id u64::MAX and sort last
+    let mut order = [
+        (if out.fresh { u64::MAX } else { oid }, 0u8),
+        (aid, 1),
+        (bid, 2),
+    ];
+    if order[0].0 > order[1].0 {
+        order.swap(0, 1);
+    }
+    if order[1].0 > order[2].0 {
+        order.swap(1, 2);
+    }
+    if order[0].0 > order[1].0 {
+        order.swap(0, 1);
+    }
+    // each lock only if it is free now; otherwise give them all back and
+    // wait for that one (Note [Lends in the lock order])
+    'lock: loop {
         for (id, which) in order {
             if id == u64::MAX {
                 break;
             }
-            match which {
-                0 => write = Some(out.storage.data.write()),
-                1 => ga = a.map(|a| a.storage.data.read()),
-                _ => gb = b_own.map(|b| b.storage.data.read()),
+            let (storage, taken) = match which {
+                0 => {
+                    write = out.storage.data.try_write();
+                    (&out.storage, write.is_some())
+                }
+                1 => {
+                    let a = a?;
+                    ga = a.storage.data.try_read();
+                    (&a.storage, ga.is_some())
+                }
+                _ => {
+                    let b = b_own?;
+                    gb = b.storage.data.try_read();
+                    (&b.storage, gb.is_some())
+                }
+            };
+            if !taken {
+                (write, ga, gb) = (None, None, None);
+                if let Err(e) = wait_until_free(storage, which == 0, kernel.name()) {
+                    return Some(Err(e));
+                }
+                continue 'lock;
             }
         }
+        break;
     }
     let written = match &mut write {
         Some(w) => w.host_bytes_mut(),

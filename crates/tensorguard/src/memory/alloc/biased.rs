@@ -142,6 +142,62 @@ impl<T> BiasedLock<T> {
         self.write_shared()
     }
 
+    /// [`read`](Self::read) if it can be had without waiting for another
+    /// thread's hold; `None` otherwise (a bias it finds held by its owner
+    /// is revoked all the same: the owner's hold ends, and the next try
+    /// goes to the RwLock).
+    #[inline]
+    pub(crate) fn try_read(&self) -> Option<ReadGuard<'_, T>> {
+        if self.owner == thread_token() {
+            let held = self.held.load(Ordering::Relaxed);
+            let biased = match held {
+                0 => self.take_biased(0, 1),
+                n if n < WRITER - 1 => {
+                    self.held.store(n + 1, Ordering::Relaxed);
+                    true
+                }
+                _ => false,
+            };
+            if biased {
+                return Some(ReadGuard::new(self, false));
+            }
+        }
+        self.try_read_shared()
+    }
+
+    /// [`write`](Self::write) if it can be had without waiting for another
+    /// thread's hold; `None` otherwise.
+    #[inline]
+    pub(crate) fn try_write(&self) -> Option<WriteGuard<'_, T>> {
+        if self.owner == thread_token() {
+            let held = self.held.load(Ordering::Relaxed);
+            if held == 0 && self.take_biased(0, WRITER) {
+                return Some(WriteGuard::new(self, false));
+            }
+        }
+        self.try_write_shared()
+    }
+
+    #[inline(never)]
+    fn try_read_shared(&self) -> Option<ReadGuard<'_, T>> {
+        if !self.try_end_bias() {
+            return None;
+        }
+        // released by the guard (`force_unlock_read`)
+        std::mem::forget(self.lock.try_read()?);
+        Some(ReadGuard::new(self, true))
+    }
+
+    #[inline(never)]
+    fn try_write_shared(&self) -> Option<WriteGuard<'_, T>> {
+        if !self.try_end_bias() {
+            return None;
+        }
+        // released by the guard (`force_unlock_write`)
+        std::mem::forget(self.lock.try_write()?);
+        Some(WriteGuard::new(self, true))
+    }
+
     /// The owner's side of the handshake: `held` from `from` to `to` while
     /// the bias lasts; false (and `held` as it was) otherwise.
     #[inline(always)]
@@ -193,6 +249,15 @@ impl<T> BiasedLock<T> {
     /// The shared path's entry: revokes the bias (or waits for another
     /// thread's revocation), then waits for the owner's biased holds to end.
     fn end_bias(&self) {
+        self.end_bias_revoke();
+        let mut spins = 0;
+        while self.held.load(Ordering::SeqCst) != 0 {
+            backoff(&mut spins);
+        }
+    }
+
+    /// Revokes the bias, or waits for another thread's revocation to end.
+    fn end_bias_revoke(&self) {
         loop {
             match self.state.load(Ordering::Acquire) {
                 SHARED | REVOKED => break,
@@ -211,10 +276,16 @@ impl<T> BiasedLock<T> {
                 _ => backoff(&mut 0),
             }
         }
-        let mut spins = 0;
-        while self.held.load(Ordering::SeqCst) != 0 {
-            backoff(&mut spins);
+    }
+
+    /// [`end_bias`](Self::end_bias) without waiting for the owner's holds:
+    /// false while one lasts (the revocation itself, a system call, is
+    /// not a hold and is waited for).
+    fn try_end_bias(&self) -> bool {
+        if self.state.load(Ordering::Acquire) < SHARED {
+            self.end_bias_revoke();
         }
+        self.held.load(Ordering::SeqCst) == 0
     }
 
     /// Gives the bias up, from its owner (a no-op elsewhere and on a lock
