@@ -19,6 +19,8 @@ const MIB: usize = 1 << 20;
 const ACCUMULATE_DEV: usize = 5;
 /// The device of the memory-fraction test (64 MiB).
 const FRACTION_DEV: usize = 6;
+/// The device of the staging test (64 MiB).
+const STAGING_DEV: usize = 7;
 
 fn setup() {
     static ONCE: Once = Once::new();
@@ -30,6 +32,7 @@ fn setup() {
                 66 * MIB,
                 256 * MIB,
                 8 * MIB,
+                64 * MIB,
                 64 * MIB,
                 64 * MIB,
             ],
@@ -425,4 +428,48 @@ fn memory_fraction_limits_what_the_process_reserves_cuda() -> Result<()> {
     // other tests of this binary may hold memory on the GPU: none run here
     // at the same time on cuda:0 beyond what this case allocates
     fraction_case(&dev, total)
+}
+
+/// Note [Staging at launch]: an op on an asynchronous device whose operand
+/// must be staged (it aliases the output, or is read in another dtype)
+/// allocates the temporary when it is launched, on the host. A full device
+/// is then `OutOfMemory` at the op, with its report, and the destination
+/// keeps its values. (Staged on the stream worker, `t.add_(&t)` returned
+/// `Ok`, the next read failed with a device fault, and `t` was poisoned for
+/// good: issue 51.)
+#[test]
+fn a_staging_copy_that_does_not_fit_is_out_of_memory_at_the_op() -> Result<()> {
+    setup();
+    let dev = Device::Emulated(STAGING_DEV); // 64 MiB
+    let n = 10 * MIB; // 40 MiB of f32
+    let t = Tensor::ones([n], DType::F32, &dev)?;
+    // the aliased operand's copy would be 40 MiB more
+    let report = oom_report(t.add_(&t).expect_err("40 + 40 MiB do not fit 64 MiB"));
+    assert_eq!(report.device, dev.to_string());
+    assert_eq!(report.requested, 40 * MIB, "{report}");
+    assert_eq!(t.version(), 0, "a refused op did not write");
+    // nothing was poisoned: t reads, and is written, as before
+    assert_eq!(t.sum()?.item::<f32>()?, n as f32);
+    // a mixed-dtype operand is staged in the kernel's dtype (f32: 40 MiB)
+    let h = Tensor::ones([n], DType::F16, &dev)?; // 20 MiB
+    let report = oom_report(t.add_(&h).expect_err("40 + 20 + 40 MiB do not fit 64 MiB"));
+    assert_eq!(report.requested, 40 * MIB, "{report}");
+    drop(h);
+    assert_eq!(t.sum()?.item::<f32>()?, n as f32);
+    // with room for the copy, the same op runs (and reads its own values)
+    let small = t.narrow(0, 0, MIB)?.contiguous()?;
+    drop(t);
+    small.add_(&small)?;
+    assert_eq!(small.sum()?.item::<f32>()?, 2.0 * MIB as f32);
+    // and with_oom_backoff retries such an op with a smaller batch
+    let (total, batch) = memory::with_oom_backoff(&dev, n, |b| {
+        let x = Tensor::ones([b], DType::F32, &dev)?;
+        x.add_(&x)?;
+        x.sum()?.item::<f32>()
+    })?;
+    assert!(batch < n, "the full batch cannot stage");
+    assert_eq!(total, 2.0 * batch as f32);
+    drop(small);
+    assert_clean(&dev);
+    Ok(())
 }

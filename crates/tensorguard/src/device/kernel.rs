@@ -324,4 +324,7 @@ pub(crate) struct Task {
     /// Where the stream worker stamps the kernel's device time while a
     /// profile runs.
     pub prof: Option<crate::hooks::DeviceTiming>,
+    /// Temporaries allocated at launch (Note [Staging at launch] in
+    /// `cpu/exec.rs`); empty for nearly every kernel.
+    pub scratch: crate::device::cpu::exec::Scratch,
 }

@@ -33,6 +33,7 @@ pub(crate) fn execute_queued(
     ins: &[Arg<'_>],
     stream: StreamId,
     site: &'static Location<'static>,
+    scratch: &mut Scratch,
 ) -> Result<()> {
     if let Some(p) = ins.iter().chain(outs).find_map(|a| a.storage.poisoned()) {
         let p = std::sync::Arc::clone(p);
@@ -41,7 +42,15 @@ pub(crate) fn execute_queued(
         }
         return Err(p.error(kernel.name()));
     }
-    execute(kernel, outs, ins, stream, site)
+    if nothing_to_write(outs) {
+        return Ok(());
+    }
+    if let [_] = outs {
+        if let Some(r) = execute_simple(kernel, outs, ins) {
+            return r;
+        }
+    }
+    execute_staged(kernel, outs, ins, stream, site, scratch)
 }
 
 /// [`execute_queued`] without the poison check, for work launched inline
@@ -67,7 +76,91 @@ pub(crate) fn execute(
             return r;
         }
     }
-    execute_staged(kernel, outs, ins, stream, site)
+    execute_staged(kernel, outs, ins, stream, site, &mut Scratch::new())
+}
+
+// Note [Staging at launch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// An input read in another dtype than its own, or sharing an output's
+// storage (`t.add_(&t)`), is copied into a temporary before the kernel
+// runs; an output produced in another dtype is written through one.
+// Inline (the cpu) the executor allocates them itself. Queued work must
+// not: on a stream worker, under the storages' locks, an allocation that
+// finds the device full cannot wait for memory to come back, and its
+// failure would be a fault of the stream that poisons the destination
+// (issue 51: `t.add_(&t)` of 40 MiB on a 64 MiB device returned `Ok`, and
+// `t` was poisoned for good). So a backend that queues the kernel
+// allocates them at launch, on the host, as ordinary allocations
+// (`staging_bytes` says which, with the same rules as `execute_staged`):
+// a full device is `OutOfMemory` at the op, with the OOM report and
+// `with_oom_backoff`'s retry, and nothing is poisoned. The task carries
+// them (`Scratch`) and the worker's executor takes them in order.
+
+/// Temporaries allocated at launch for queued work, in the order the
+/// executor takes them (Note [Staging at launch]).
+pub(crate) type Scratch = SmallVec<[Buffer; 2]>;
+
+/// The bytes of each temporary [`execute_queued`] stages through for this
+/// launch, in the order it takes them: inputs read in another dtype or
+/// sharing an output's storage, then outputs produced in another dtype.
+/// Empty for nearly every launch (Note [Staging at launch]).
+pub(crate) fn staging_bytes(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+) -> SmallVec<[usize; 2]> {
+    let mut bytes = SmallVec::new();
+    if nothing_to_write(outs) {
+        return bytes;
+    }
+    let self_first = reads_output_first(kernel, outs, ins);
+    for (n, i) in ins.iter().enumerate() {
+        if self_first && n == 0 {
+            continue;
+        }
+        if i.tdtype != i.want || outs.iter().any(|o| o.storage.id() == i.storage.id()) {
+            bytes.push(i.layout.numel() * i.want.size_in_bytes());
+        }
+    }
+    for o in outs {
+        if o.tdtype != o.want {
+            bytes.push(o.layout.numel() * o.want.size_in_bytes());
+        }
+    }
+    bytes
+}
+
+/// A temporary of `bytes` for the staged path: the next one allocated at
+/// launch, or a new one (inline work: Note [Staging at launch]).
+fn temporary(
+    scratch: &mut Scratch,
+    device: &crate::device::Device,
+    stream: StreamId,
+    bytes: usize,
+    site: &'static Location<'static>,
+) -> Result<Buffer> {
+    if !scratch.is_empty() {
+        let buf = scratch.remove(0);
+        if buf.len() == bytes {
+            return Ok(buf);
+        }
+    }
+    crate::device::backend::alloc_buffer(device, stream, bytes, site)
+}
+
+/// Whether the kernel reads its first input from the output itself, with
+/// no staging: an elementwise in-place op whose first input is exactly its
+/// one output (`a.add_(b)`).
+fn reads_output_first(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> bool {
+    kernel.reads_output_in_place()
+        && outs.len() == 1
+        && outs[0].tdtype == outs[0].want
+        && ins.first().is_some_and(|i| {
+            i.storage.id() == outs[0].storage.id()
+                && i.tdtype == i.want
+                && i.want == outs[0].want
+                && i.layout == outs[0].layout
+        })
 }
 
 /// Whether every output is empty (and there is one): the launch then has
@@ -91,6 +184,7 @@ fn execute_staged(
     ins: &[Arg<'_>],
     stream: StreamId,
     site: &'static Location<'static>,
+    scratch: &mut Scratch,
 ) -> Result<()> {
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
@@ -132,15 +226,7 @@ fn execute_staged(
 
     // An elementwise in-place op reads its first input from the output
     // itself when it is exactly the output (`a.add_(b)`), without staging.
-    let self_first = kernel.reads_output_in_place()
-        && outs.len() == 1
-        && outs[0].tdtype == outs[0].want
-        && ins.first().is_some_and(|i| {
-            i.storage.id() == out_ids[0]
-                && i.tdtype == i.want
-                && i.want == outs[0].want
-                && i.layout == outs[0].layout
-        });
+    let self_first = reads_output_first(kernel, outs, ins);
 
     // 3. stage inputs that need a cast or alias an output (rare: kept in a
     // Vec that stays unallocated on the common path)
@@ -157,7 +243,8 @@ fn execute_staged(
                 dtype: i.tdtype,
             };
             let layout = Layout::contiguous(&i.layout.shape);
-            let mut buf = crate::device::backend::alloc_buffer(
+            let mut buf = temporary(
+                scratch,
                 i.storage.device(),
                 stream,
                 layout.numel() * i.want.size_in_bytes(),
@@ -176,7 +263,8 @@ fn execute_staged(
     let mut out_tmp: Vec<(usize, Buffer, Layout)> = Vec::new();
     for (k, o) in outs.iter().enumerate() {
         if o.tdtype != o.want {
-            let buf = crate::device::backend::alloc_buffer(
+            let buf = temporary(
+                scratch,
                 o.storage.device(),
                 stream,
                 o.layout.numel() * o.want.size_in_bytes(),
