@@ -199,3 +199,90 @@ fn emu_first_use_child() {
     tensorguard::device::synchronize(&dev).expect("synchronize");
     assert_eq!(tensorguard::memory::allocated(&dev), 0);
 }
+
+// ---------------------------------------------------------------------------
+// fork(): the child gets threads of its own (Note [After fork]; issue 51:
+// a 600K-element add, a 512^3 matmul and any op on a used emu:0 hung)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_forked_child_runs_cpu_ops_and_refuses_devices_it_lost() {
+    let runs = if long() { 100 } else { 8 };
+    in_fresh_processes("fork_child", runs, Duration::from_secs(120), &[]);
+}
+
+#[test]
+#[ignore = "run by a_forked_child_runs_cpu_ops_and_refuses_devices_it_lost in fresh processes"]
+fn fork_child() {
+    /// What the child checks; its exit code says which check failed.
+    fn in_the_child() -> i32 {
+        let Ok(x) = Tensor::ones([600_000], DType::F32, &Device::Cpu).and_then(|x| x.add(1.0))
+        else {
+            return 10;
+        };
+        if x.sum().and_then(|s| s.item::<f32>()).ok() != Some(1_200_000.0) {
+            return 11;
+        }
+        let m = Tensor::ones([512, 512], DType::F32, &Device::Cpu).expect("ones");
+        let p = m.matmul(&m).and_then(|p| p.to_vec::<f32>());
+        if !p.is_ok_and(|p| p.iter().all(|&v| v == 512.0)) {
+            return 12;
+        }
+        // emu:0's stream worker was started by the parent: refused, saying why
+        match Tensor::ones([10], DType::F32, &Device::Emulated(0)) {
+            Err(e) if e.to_string().contains("forked") => {}
+            Err(_) => return 13,
+            Ok(_) => return 14,
+        }
+        // a device the parent never used works
+        let e1 = Device::Emulated(1);
+        let s = Tensor::ones([10], DType::F32, &e1).and_then(|t| t.sum()?.item::<f32>());
+        if s.ok() != Some(10.0) {
+            return 15;
+        }
+        0
+    }
+    // the parent uses the helper team, rayon (through gemm) and emu:0 first
+    let x = Tensor::ones([600_000], DType::F32, &Device::Cpu).expect("ones");
+    assert_eq!(
+        x.add(1.0).and_then(|y| y.sum()?.item::<f32>()).unwrap(),
+        1_200_000.0
+    );
+    let m = Tensor::ones([512, 512], DType::F32, &Device::Cpu).expect("ones");
+    assert_eq!(
+        m.matmul(&m).and_then(|p| p.sum()?.item::<f32>()).unwrap(),
+        512.0 * 512.0 * 512.0
+    );
+    let e = Tensor::ones([1000], DType::F32, &Device::Emulated(0)).expect("emu ones");
+    assert_eq!(e.sum().and_then(|s| s.item::<f32>()).unwrap(), 1000.0);
+    tensorguard::device::synchronize(&Device::Emulated(0)).expect("synchronize");
+    // SAFETY: fork() in a test process; the child runs `in_the_child` and
+    // leaves with _exit, never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(in_the_child).unwrap_or(20);
+        // SAFETY: ends the child at once, without the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let start = Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            // SAFETY: kills our own child, which hung.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the forked child hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child failed (exit status {status:#x}: 10-12 a cpu op, 13-14 the lost emu:0, 15 a fresh emu:1)"
+    );
+    drop((x, m, e));
+}

@@ -218,11 +218,15 @@ pub(crate) fn cpu_launch(
     execute(kernel, outs, ins, 0, site)
 }
 
-static CPU: LazyLock<Cpu> = LazyLock::new(|| Cpu {
-    allocator: CachingAllocator::new(
-        "cpu".to_string(),
-        Box::new(crate::memory::alloc::HostRaw::new(None)),
-    ),
+static CPU: LazyLock<Cpu> = LazyLock::new(|| {
+    // before any thread of ours starts: Note [After fork]
+    super::fork::watch();
+    Cpu {
+        allocator: CachingAllocator::new(
+            "cpu".to_string(),
+            Box::new(crate::memory::alloc::HostRaw::new(None)),
+        ),
+    }
 });
 
 /// The pinned host allocator: page-locked memory from CUDA

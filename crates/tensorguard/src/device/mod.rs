@@ -9,6 +9,7 @@ pub(crate) mod copy;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 mod emulated;
+pub(crate) mod fork;
 pub(crate) mod holds;
 pub(crate) mod kernel;
 pub(crate) mod storage;

@@ -43,6 +43,21 @@ pub(crate) fn run(
     ins: &[KIn<'_>],
     self_first: bool,
 ) -> Result<()> {
+    if crate::device::fork::forked() {
+        // Note [After fork]: its splits need threads of this process
+        return crate::device::fork::on_child_pool(|| run_here(kernel, outs, ins, self_first));
+    }
+    run_here(kernel, outs, ins, self_first)
+}
+
+/// [`run`] on the calling thread (its splits on the helper team and
+/// rayon's pool).
+fn run_here(
+    kernel: &Kernel,
+    outs: &mut [KOut<'_>],
+    ins: &[KIn<'_>],
+    self_first: bool,
+) -> Result<()> {
     let (first, rest): (Option<&KIn<'_>>, &[KIn<'_>]) = match (self_first, ins.split_first()) {
         (true, _) => (None, ins),
         (false, Some((f, r))) => (Some(f), r),

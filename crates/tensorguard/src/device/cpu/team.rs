@@ -57,6 +57,7 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::host_split::HostSplit;
+use crate::device::fork::PerFork;
 
 /// A part's closure with its borrow's lifetime erased: valid until the
 /// poster has seen the part done (Note [Spinning team]).
@@ -134,9 +135,11 @@ fn spin_time() -> Duration {
     })
 }
 
+/// The team of this process (a forked child makes its own: Note [After
+/// fork] in `device/fork.rs`).
 fn team() -> &'static Team {
-    static TEAM: OnceLock<Team> = OnceLock::new();
-    TEAM.get_or_init(|| {
+    static TEAM: PerFork<Team> = PerFork::new();
+    TEAM.get(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let want = helpers_for(rayon::current_num_threads(), cores, local_processes());
         let slots: Box<[Slot]> = (0..want)

@@ -200,6 +200,11 @@ fn no_such_gpu(n: usize, have: usize) -> Error {
     ))
 }
 
+/// The fork generation in which the first GPU backend was made (`u64::MAX`
+/// before): Note [After fork] in `device/fork.rs`.
+#[cfg(feature = "cuda")]
+static CONTEXTS_MADE_IN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
 /// The backends of the GPUs, made at first use of each.
 #[cfg(feature = "cuda")]
 static GPUS: OnceLock<Vec<OnceLock<std::result::Result<&'static Cuda, String>>>> = OnceLock::new();
@@ -208,12 +213,26 @@ static GPUS: OnceLock<Vec<OnceLock<std::result::Result<&'static Cuda, String>>>>
 /// (made at first use; an error when there is no such GPU or no CUDA).
 #[cfg(feature = "cuda")]
 pub(crate) fn cuda_backend(n: usize) -> Result<&'static Cuda> {
+    // a context made before a fork is not valid in the child, as
+    // PyTorch's is not (Note [After fork] in `device/fork.rs`)
+    let made_in = CONTEXTS_MADE_IN.load(std::sync::atomic::Ordering::Relaxed);
+    if made_in != u64::MAX && made_in != super::fork::generation() {
+        return Err(super::fork::device_lost(
+            &super::Device::Cuda(n),
+            "the CUDA driver's state (its contexts, streams and memory)",
+        ));
+    }
     let info = cuda_info()?;
     let slots = GPUS.get_or_init(|| (0..info.devices.len()).map(|_| OnceLock::new()).collect());
     let slot = slots
         .get(n)
         .ok_or_else(|| no_such_gpu(n, info.devices.len()))?;
     slot.get_or_init(|| {
+        super::fork::watch();
+        CONTEXTS_MADE_IN.store(
+            super::fork::generation(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let gpu = &info.devices[n];
         gpu_ctx(n)
             .and_then(|ctx| Cuda::new(n, ctx, gpu.compute_capability))

@@ -65,17 +65,29 @@ impl Emulated {
             ))
         })?;
         if let Some(w) = slot.get() {
-            return Ok(w);
+            return self.alive(w);
         }
         // only the thread that still finds the slot empty under the lock
         // starts a worker: a worker made and then dropped by a losing
         // `get_or_init` would park forever with its thread
         let _one_at_a_time = self.starting.lock();
         if let Some(w) = slot.get() {
-            return Ok(w);
+            return self.alive(w);
         }
         let w = Worker::spawn(self.device, stream)?;
         Ok(slot.get_or_init(|| w))
+    }
+
+    /// `w`, or the error for a worker whose thread did not survive a
+    /// `fork()` (Note [After fork] in `device/fork.rs`).
+    fn alive<'a>(&self, w: &'a Arc<Worker>) -> Result<&'a Arc<Worker>> {
+        if w.lost_in_fork() {
+            return Err(super::fork::device_lost(
+                &self.device,
+                "its stream worker threads",
+            ));
+        }
+        Ok(w)
     }
 
     /// The worker of `stream` if it was started (a stream never used has
@@ -185,6 +197,7 @@ impl Backend for Emulated {
         // stream for the next synchronisation (each is reported once)
         let mut first = Ok(());
         for w in self.started() {
+            self.alive(w)?;
             if first.is_ok() {
                 first = w.wait(w.submitted());
             } else {
@@ -204,7 +217,8 @@ impl Backend for Emulated {
 
     fn reclaim(&self, wait: bool) -> bool {
         // a worker waiting for streams could wait for itself
-        let wait = wait && !worker::on_worker();
+        // (nor for workers a fork left behind: Note [After fork])
+        let wait = wait && !worker::on_worker() && !super::fork::forked();
         let mut progressed = false;
         if wait {
             // Queued work holds the storages it uses: once it has run, the

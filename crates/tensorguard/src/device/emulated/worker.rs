@@ -106,6 +106,9 @@ fn spin_until(mut done: impl FnMut() -> bool) -> (Instant, Option<Instant>) {
 pub(crate) struct Worker {
     device: Device,
     stream: StreamId,
+    /// The fork generation its thread was started in: in a forked child
+    /// it has no thread (Note [After fork] in `device/fork.rs`).
+    generation: u64,
     state: Mutex<State>,
     /// Mirror of `state.submitted`, read without the lock while spinning.
     queued: AtomicU64,
@@ -120,9 +123,11 @@ pub(crate) struct Worker {
 
 impl Worker {
     pub(crate) fn spawn(device: Device, stream: StreamId) -> Result<Arc<Worker>> {
+        crate::device::fork::watch();
         let w = Arc::new(Worker {
             device,
             stream,
+            generation: crate::device::fork::generation(),
             state: Mutex::new(State::default()),
             queued: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -142,6 +147,12 @@ impl Worker {
                 ))
             })?;
         Ok(w)
+    }
+
+    /// Whether its thread was lost in a `fork()` (this process is a child
+    /// made after the worker started).
+    pub(crate) fn lost_in_fork(&self) -> bool {
+        self.generation != crate::device::fork::generation()
     }
 
     /// Queue `work`; returns its position.
