@@ -1,9 +1,27 @@
-//! Stress tests for the concurrency mechanisms that only break on first
-//! use from many threads at once: each runs its body in fresh processes
-//! (this binary, one `#[ignore]`d child test per run) many times, bounded
-//! in time, and fails on a crash, a hang or a broken invariant in any run.
+//! The standing stress suite: a test that tries to break each concurrency
+//! mechanism of the runtime, bounded in time (under a minute in all here,
+//! in a debug build), in CI.
 //!
-//! `TENSORGUARD_STRESS=long` runs each many more times, for local hunting.
+//! - the cpu helper team: first start from many threads (Note [Spinning
+//!   team]), in fresh processes;
+//! - emulated stream workers: first use from many threads, in fresh
+//!   processes; threads on several streams with events and waits;
+//! - `fork()`: a child's cpu ops and its lost devices (Note [After fork]);
+//! - biased locks and their revocation (Note [Biased lock], Note [Bias
+//!   budget]): producers that exit, consumers that write, storms;
+//! - the allocator's thread caches and recycled blocks (Note [Thread
+//!   caches], Note [Recycled blocks]): cross-thread frees, threads exiting
+//!   with full magazines, an observer taking stats, snapshots and
+//!   `empty_cache`;
+//! - lends (Note [Lends in the lock order]): lends and ops on many threads;
+//! - the pinned-source guard (Note [Pinned-source guard]): queued copies
+//!   against writes from another thread;
+//! - first use of the allocator and the locks from many threads, in fresh
+//!   processes.
+//!
+//! Fresh processes are this binary again, one `#[ignore]`d child test per
+//! run. `TENSORGUARD_STRESS=long` runs each many more times, for local
+//! hunting.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -175,6 +193,7 @@ fn an_emulated_stream_starts_one_worker_from_many_threads() {
 #[test]
 #[ignore = "run by an_emulated_stream_starts_one_worker_from_many_threads in fresh processes"]
 fn emu_first_use_child() {
+    setup();
     let dev = Device::Emulated(0);
     // memory first (no launch): the threads then reach the stream together
     let xs: Vec<Tensor> = (0..8)
@@ -243,6 +262,7 @@ fn fork_child() {
         0
     }
     // the parent uses the helper team, rayon (through gemm) and emu:0 first
+    setup();
     let x = Tensor::ones([600_000], DType::F32, &Device::Cpu).expect("ones");
     assert_eq!(
         x.add(1.0).and_then(|y| y.sum()?.item::<f32>()).unwrap(),
@@ -285,4 +305,373 @@ fn fork_child() {
         "the forked child failed (exit status {status:#x}: 10-12 a cpu op, 13-14 the lost emu:0, 15 a fresh emu:1)"
     );
     drop((x, m, e));
+}
+
+/// How many times longer each loop runs under `TENSORGUARD_STRESS=long`.
+fn scale() -> usize {
+    if long() {
+        20
+    } else {
+        1
+    }
+}
+
+/// Runs `f` on a thread and fails if it does not finish within `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    setup();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("{what} did not finish in {secs} s: a hang"),
+    }
+}
+
+/// Six emulated devices of 256 MiB, configured once per process before
+/// any use: each test that uses one has its own.
+fn setup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tensorguard::device::configure_emulated(tensorguard::device::EmulatedConfig::uniform(
+            6,
+            256 << 20,
+        ))
+        .expect("the emulated devices are configured before any use");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Biased locks (Note [Biased lock], Note [Bias budget]): tensors made by
+// threads that hand them to others and exit, read and written there
+// (revocations, one storm per producer), with exact results
+// ---------------------------------------------------------------------------
+
+#[test]
+fn biased_locks_survive_producers_that_exit_and_revocation_storms() {
+    within(120, "the revocation storm", || {
+        let consumers = 4;
+        let per_producer = 300 * scale();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Tensor)>(64);
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        // consumers: add 1 to every tensor they get, then hand it back
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<(usize, Tensor)>();
+        let workers: Vec<_> = (0..consumers)
+            .map(|_| {
+                let (rx, back) = (Arc::clone(&rx), back_tx.clone());
+                std::thread::spawn(move || loop {
+                    let got = rx.lock().expect("the queue").recv();
+                    let Ok((k, t)) = got else { break };
+                    t.add_(1.0).expect("add_ on a tensor another thread made");
+                    back.send((k, t)).expect("hand back");
+                })
+            })
+            .collect();
+        drop(back_tx);
+        // producers: each makes tensors (biased to it), writes them once
+        // more after handing them out, and exits before they are consumed
+        let producers: Vec<_> = (0..3)
+            .map(|p| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..per_producer {
+                        let k = p * per_producer + i;
+                        let t = Tensor::full([64 + i % 7], k as f64, DType::F64, &Device::Cpu)
+                            .expect("full");
+                        let mine = t.alias();
+                        tx.send((k, t)).expect("send");
+                        // a write racing the consumer's: both must land
+                        mine.add_(0.5).expect("add_ by the maker");
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        for p in producers {
+            p.join().expect("a producer");
+        }
+        let mut seen = 0;
+        for (k, t) in back_rx.iter() {
+            let v = t.to_vec::<f64>().expect("read");
+            assert!(
+                v.iter().all(|&x| x == k as f64 + 1.5),
+                "tensor {k}: {:?}",
+                &v[..4]
+            );
+            seen += 1;
+        }
+        for w in workers {
+            w.join().expect("a consumer");
+        }
+        assert_eq!(seen, 3 * per_producer);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Thread caches of the allocator (Note [Thread caches]) and recycled blocks
+// (Note [Recycled blocks]): many threads allocate and free small tensors
+// with patterns, free each other's, exit with full magazines, while an
+// observer reads stats, snapshots and empties the cache; no block is handed
+// out twice and the statistics come back to zero
+// ---------------------------------------------------------------------------
+
+#[test]
+fn magazines_and_recycled_blocks_hold_under_threads_and_observers() {
+    let dev = Device::Emulated(3);
+    within(180, "the allocator storm", move || {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let observer = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut looks = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for d in [Device::Cpu, dev] {
+                        let s = tensorguard::memory::stats(&d);
+                        assert!(s.allocated_bytes.all.current <= s.reserved_bytes.all.current);
+                        if looks.is_multiple_of(16) {
+                            tensorguard::memory::snapshot(&d).expect("snapshot");
+                            tensorguard::memory::empty_cache(&d);
+                        }
+                    }
+                    looks += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                looks
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u32, Tensor)>(256);
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let threads: Vec<_> = (0..6u32)
+            .map(|t| {
+                let (tx, rx) = (tx.clone(), Arc::clone(&rx));
+                std::thread::spawn(move || {
+                    let mut held: Vec<(u32, Tensor)> = Vec::new();
+                    for i in 0..(400 * scale() as u32) {
+                        let tag = t * 1_000_000 + i;
+                        let d = if i % 5 == 0 { dev } else { Device::Cpu };
+                        let n = 1 + (i as usize * 37 % 300);
+                        let x = Tensor::full([n], tag as f64, DType::F32, &d).expect("full");
+                        match i % 3 {
+                            0 => held.push((tag, x)),
+                            1 => tx.send((tag, x)).expect("send"),
+                            _ => drop(x),
+                        }
+                        // free another thread's tensor (a free into this
+                        // thread's magazine of a block another one allocated)
+                        if let Ok(Ok((tag, y))) = rx.try_lock().map(|r| r.try_recv()) {
+                            let v = y.to_vec::<f32>().expect("read");
+                            assert!(
+                                v.iter().all(|&x| x == tag as f32),
+                                "block of {tag} reused while live"
+                            );
+                        }
+                        if held.len() > 32 {
+                            let (tag, y) = held.swap_remove(i as usize % held.len());
+                            let v = y.to_vec::<f32>().expect("read");
+                            assert!(
+                                v.iter().all(|&x| x == tag as f32),
+                                "block of {tag} reused while live"
+                            );
+                        }
+                    }
+                    for (tag, y) in held {
+                        let v = y.to_vec::<f32>().expect("read");
+                        assert!(
+                            v.iter().all(|&x| x == tag as f32),
+                            "block of {tag} reused while live"
+                        );
+                    }
+                    // exits with whatever its magazine holds
+                })
+            })
+            .collect();
+        drop(tx);
+        for t in threads {
+            t.join().expect("an allocating thread");
+        }
+        drop(rx);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(observer.join().expect("the observer") > 0);
+        tensorguard::device::synchronize(&dev).expect("synchronize");
+        assert_eq!(
+            tensorguard::memory::allocated(&dev),
+            0,
+            "{}",
+            tensorguard::memory::summary(&dev)
+        );
+        let s = tensorguard::memory::stats(&dev);
+        assert_eq!(s.allocation.all.current, 0);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Emulated streams: threads queue work on several streams with events and
+// waits between them; exact results and no memory left
+// ---------------------------------------------------------------------------
+
+#[test]
+fn emulated_streams_under_threads_with_events_end_exact_and_empty() {
+    let dev = Device::Emulated(4);
+    within(120, "the stream storm", move || {
+        all_at_once(4, move |t| {
+            let stream = tensorguard::device::Stream::new(&dev).expect("a stream");
+            for i in 0..(150 * scale()) {
+                let x = Tensor::full([256], (t + i) as f64, DType::F32, &dev).expect("full");
+                let y = {
+                    let _on = stream.make_current();
+                    stream
+                        .wait_stream(&tensorguard::device::Stream::default_stream(&dev))
+                        .expect("wait_stream");
+                    x.mul(2.0).expect("mul")
+                };
+                tensorguard::device::Stream::default_stream(&dev)
+                    .wait_stream(&stream)
+                    .expect("wait back");
+                let s = y.sum().and_then(|s| s.item::<f32>()).expect("sum");
+                assert_eq!(s, 512.0 * (t + i) as f32, "thread {t}, round {i}");
+            }
+        });
+        tensorguard::device::synchronize(&dev).expect("synchronize");
+        assert_eq!(
+            tensorguard::memory::allocated(&dev),
+            0,
+            "{}",
+            tensorguard::memory::summary(&dev)
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Lends (Note [Lends in the lock order]): closures that lend and run ops on
+// other tensors, against ops on many threads; never a hang, exact results
+// ---------------------------------------------------------------------------
+
+#[test]
+fn lends_and_ops_on_many_threads_never_hang() {
+    within(120, "the lend storm", || {
+        let ts: Arc<Vec<Tensor>> = Arc::new(
+            (0..4)
+                .map(|_| Tensor::zeros([256], DType::F32, &Device::Cpu).expect("zeros"))
+                .collect(),
+        );
+        ts.iter().for_each(Tensor::share_with_threads);
+        let adds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (ts2, adds2) = (Arc::clone(&ts), Arc::clone(&adds));
+        all_at_once(6, move |t| {
+            for i in 0..(400 * scale()) {
+                let (a, b) = (&ts2[(t + i) % 4], &ts2[(t + 2 * i + 1) % 4]);
+                if std::ptr::eq(a, b) {
+                    continue;
+                }
+                let r = if t % 2 == 0 {
+                    // lend a, write b inside: fine, or refused when two
+                    // lends wait for each other (never a hang)
+                    a.with_host_data(|_: &[f32]| b.add_(1.0).map(|_| ()))
+                        .and_then(|r| r)
+                } else {
+                    b.add_(1.0).map(|_| ())
+                };
+                match r {
+                    Ok(()) => {
+                        adds2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e) => assert!(e.to_string().contains("deadlock"), "{e}"),
+                }
+            }
+        });
+        let total: f32 = ts
+            .iter()
+            .map(|t| t.sum().and_then(|s| s.item::<f32>()).expect("sum") / 256.0)
+            .sum();
+        assert_eq!(
+            total as usize,
+            adds.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The pinned-source guard (Note [Pinned-source guard]): a queued copy from
+// pinned memory is never torn by another thread's write to its source
+// ---------------------------------------------------------------------------
+
+#[test]
+fn copies_from_pinned_memory_are_never_torn_by_writes_on_other_threads() {
+    let dev = Device::Emulated(5);
+    within(120, "the pinned-copy storm", move || {
+        let p = Tensor::zeros([1 << 16], DType::F32, &Device::Cpu)
+            .and_then(|t| t.pin_memory())
+            .expect("pinned");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (p, stop) = (p.alias(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut k = 0.0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    k += 1.0;
+                    p.fill_(k).expect("fill_ the pinned source");
+                }
+            })
+        };
+        let opts = tensorguard::transfer::CopyOpts {
+            non_blocking: true,
+            ..Default::default()
+        };
+        let copies: Vec<Tensor> = (0..(200 * scale()))
+            .map(|_| p.to_with(&dev, opts).expect("copy"))
+            .collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("the writer");
+        for (i, c) in copies.iter().enumerate() {
+            let v = c.to_vec::<f32>().expect("read back");
+            assert!(
+                v.iter().all(|&x| x == v[0]),
+                "copy {i} is torn: {} .. {}",
+                v[0],
+                v[v.len() - 1]
+            );
+        }
+        drop(copies);
+        tensorguard::device::synchronize(&dev).expect("synchronize");
+        assert_eq!(tensorguard::memory::allocated(&dev), 0);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// First use of everything from many threads at once, in fresh processes:
+// the thread caches' registration, the bias's first revocation (membarrier's
+// registration), recycled blocks' first bins
+// ---------------------------------------------------------------------------
+
+#[test]
+fn first_use_of_the_allocator_and_locks_from_many_threads() {
+    let runs = if long() { 200 } else { 20 };
+    in_fresh_processes("first_use_child", runs, Duration::from_secs(60), &[]);
+}
+
+#[test]
+#[ignore = "run by first_use_of_the_allocator_and_locks_from_many_threads in fresh processes"]
+fn first_use_child() {
+    setup();
+    let shared = Tensor::zeros([1024], DType::F32, &Device::Cpu).expect("zeros");
+    let s = shared.alias();
+    all_at_once(8, move |t| {
+        for i in 0..50 {
+            let x = Tensor::full([1 + (t * 31 + i) % 200], t as f64, DType::F32, &Device::Cpu)
+                .expect("full");
+            s.add_(1.0).expect("add_ on a tensor another thread made");
+            assert!(x
+                .to_vec::<f32>()
+                .expect("read")
+                .iter()
+                .all(|&v| v == t as f32));
+        }
+    });
+    assert_eq!(
+        shared.sum().and_then(|s| s.item::<f32>()).expect("sum"),
+        1024.0 * 400.0
+    );
+    tensorguard::device::synchronize(&Device::Emulated(0)).expect("synchronize");
 }
