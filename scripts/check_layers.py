@@ -342,11 +342,52 @@ def sccs(graph):
     return out
 
 
+def check_notes():
+    """Every `// Note [Name]` written in the code has its row in
+    ARCHITECTURE.md's table of notes (`[Name]` in backquotes); returns
+    whether one is missing."""
+    table = (ROOT / "ARCHITECTURE.md").read_text()
+    missing = []
+    for path in sorted((ROOT / "crates").rglob("*.rs")):
+        for line in path.read_text().splitlines():
+            m = re.match(r"\s*// Note (\[[^\]]+\])\s*$", line)
+            if m and f"`{m.group(1)}`" not in table:
+                missing.append((m.group(1), path.relative_to(ROOT)))
+    for name, path in missing:
+        print(f"Note {name} ({path}) has no row in ARCHITECTURE.md's table of notes")
+    return bool(missing)
+
+
+def check_unsafe():
+    """`unsafe` in the core crate only under device/ and memory/, and each
+    `unsafe` block or impl with a `// SAFETY:` comment in the 15 lines
+    above it (the other crates forbid unsafe code); returns whether one
+    fails."""
+    failed = False
+    for path in sorted(SRC.rglob("*.rs")):
+        rel = path.relative_to(SRC)
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            code = line.split("//")[0]
+            if not re.search(r"\bunsafe\s*(\{|impl\b|fn\b|trait\b)", code):
+                continue
+            if rel.parts[0] not in ("device", "memory"):
+                print(f"{path.relative_to(ROOT)}:{i + 1}: unsafe outside device/ and memory/")
+                failed = True
+            block = re.search(r"\bunsafe\s*(\{|impl\b)", code)
+            if block and not any("SAFETY" in l for l in lines[max(0, i - 15) : i + 1]):
+                print(f"{path.relative_to(ROOT)}:{i + 1}: an unsafe block without a `// SAFETY:` comment above it")
+                failed = True
+    return failed
+
+
 def main():
     self_test()
     graph = edges()
     loops = sccs(graph)
     failed = check_rooms()
+    failed = check_notes() or failed
+    failed = check_unsafe() or failed
     for a, b in FORBIDDEN:
         if b in graph.get(a, set()):
             print(f"{a} imports {b}, which must observe it through crate::hooks instead")
@@ -379,7 +420,9 @@ def main():
         return 1
     print(
         f"layers ok: {len(graph)} modules, loops only within the allowed sets; "
-        f"no loops between the files of {', '.join(str(r.relative_to(ROOT)) for r, _ in ROOMS)}"
+        f"no loops between the files of {', '.join(str(r.relative_to(ROOT)) for r, _ in ROOMS)}; "
+        "every note of the code is in ARCHITECTURE.md's table; unsafe only in device/ and memory/, "
+        "each block with its SAFETY comment"
     )
     return 0
 
