@@ -320,3 +320,10 @@ impl Error {
         }
     }
 }
+
+/// The message of a caught panic (a kernel that panicked), when it has one.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> Option<String> {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+}

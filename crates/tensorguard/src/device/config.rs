@@ -1,9 +1,11 @@
 //! Configuration of the emulated accelerators: how many, and how much memory
 //! each has. Fixed at first use of any emulated device.
 
+use std::sync::OnceLock;
+
 use parking_lot::Mutex;
 
-use super::backend::emulated_started;
+use super::emulated::Emulated;
 use crate::error::{Error, Result};
 use crate::memory::alloc::parse_bytes;
 
@@ -173,4 +175,31 @@ pub fn emulated_config() -> Result<EmulatedConfig> {
         }),
         Err(_) => Ok(EmulatedConfig::default()),
     }
+}
+
+/// The emulated devices, or why their configuration is invalid.
+static EMULATED: OnceLock<std::result::Result<Vec<Emulated>, String>> = OnceLock::new();
+
+/// The emulated devices, configured on first use; an invalid configuration
+/// (`TENSORGUARD_EMULATED`) is returned as an error by every use.
+pub(crate) fn emulated_devices() -> Result<&'static [Emulated]> {
+    EMULATED
+        .get_or_init(|| {
+            emulated_config()
+                .map(|cfg| {
+                    cfg.capacities
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &cap)| Emulated::new(i, cap))
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_deref()
+        .map_err(|e| Error::Device(e.clone()))
+}
+
+/// True once the emulated devices exist (their configuration is fixed).
+pub(crate) fn emulated_started() -> bool {
+    EMULATED.get().is_some()
 }

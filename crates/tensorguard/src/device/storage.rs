@@ -10,7 +10,8 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use crate::device::backend::{backend, Mark};
+use crate::device::backend::Mark;
+use crate::device::registry::backend;
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
@@ -254,7 +255,7 @@ impl Storage {
         site: &'static Location<'static>,
     ) -> Result<Shared<Storage>> {
         let stream = super::current_stream_id(device);
-        let buf = super::backend::alloc_buffer(device, stream, bytes, site)?;
+        let buf = super::registry::alloc_buffer(device, stream, bytes, site)?;
         Ok(Storage::from_buffer(*device, buf, false))
     }
 
@@ -264,7 +265,7 @@ impl Storage {
         bytes: usize,
         site: &'static Location<'static>,
     ) -> Result<Shared<Storage>> {
-        let buf = Buffer::new_pinned(super::backend::pinned_allocator(), bytes, site)?;
+        let buf = Buffer::new_pinned(super::registry::pinned_allocator(), bytes, site)?;
         Ok(Storage::from_buffer(Device::Cpu, buf, true))
     }
 

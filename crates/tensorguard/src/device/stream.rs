@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::backend::backend;
+use super::registry::{backend, stream_wait_event};
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
 
@@ -145,7 +145,13 @@ impl Stream {
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.same_device("wait_stream", other)?;
         let b = backend(&self.device)?;
-        b.stream_wait_event(self.id, &other.device, other.id, b.record_event(other.id))
+        stream_wait_event(
+            b,
+            self.id,
+            &other.device,
+            other.id,
+            b.record_event(other.id),
+        )
     }
 
     /// Make future work on `self` wait for `event`.
@@ -278,7 +284,7 @@ impl Event {
         let Some((dev, sid, seq)) = *self.0.mark.lock() else {
             return Ok(()); // an unrecorded event is complete, as in CUDA
         };
-        backend(&stream.device)?.stream_wait_event(stream.id, &dev, sid, seq)
+        stream_wait_event(backend(&stream.device)?, stream.id, &dev, sid, seq)
     }
 
     /// Block the host until the event has completed; returns a fault raised

@@ -31,7 +31,7 @@ pub use crate::memory::alloc::{
 };
 pub use watch::{watch, watch_with, WatchGuard, WatchSample, WATCH_TARGET};
 
-use crate::device::backend::backend;
+use crate::device::registry::backend;
 use crate::device_id::Device;
 use crate::error::{Error, Result};
 use crate::memory::alloc::CachingAllocator;
@@ -99,13 +99,13 @@ pub fn largest_free_block(device: &Device) -> usize {
 /// assert_eq!(memory::host_stats().allocation.all.allocated, before + 1);
 /// ```
 pub fn host_stats() -> MemoryStats {
-    crate::device::backend::pinned_allocator().stats()
+    crate::device::registry::pinned_allocator().stats()
 }
 
 /// Give the pinned host allocator's cached, unused blocks back to the
 /// system (PyTorch's `torch._C._host_emptyCache`).
 pub fn host_empty_cache() {
-    crate::device::backend::pinned_allocator().empty_cache();
+    crate::device::registry::pinned_allocator().empty_cache();
 }
 
 /// Let this process reserve at most `fraction` of `device`'s capacity

@@ -22,8 +22,10 @@ use std::panic::Location;
 
 use smallvec::SmallVec;
 
-use crate::device::backend::{backend, cpu_launch, Launch};
+use crate::device::backend::Launch;
+use crate::device::cpu::backend::cpu_launch;
 use crate::device::kernel::Arg;
+use crate::device::registry::backend;
 use crate::device::{current_stream_id, launch_blocking};
 use crate::dtype::{DType, PromoteArg};
 use crate::error::{Error, Result};

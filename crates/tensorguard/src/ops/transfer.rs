@@ -14,9 +14,9 @@ use std::panic::Location;
 use super::inplace::check_inplace_target;
 use super::Kernel;
 use crate::autograd::{self, formulas};
-use crate::device::backend::backend;
 use crate::device::copy::{CopyEnd, CopyJob};
 use crate::device::current_stream_id;
+use crate::device::registry::{backend, stream_wait_event};
 use crate::device::Storage;
 use crate::device_id::Device;
 use crate::dtype::DType;
@@ -467,7 +467,7 @@ fn move_bytes(
     // ordered by the user, as in PyTorch; a host source is always ordered.)
     if let Some((d, s, seq)) = packed.storage().pending_write() {
         if d != run_dev || (packed.device().is_cpu() && s != stream) {
-            b.stream_wait_event(stream, &d, s, seq)?;
+            stream_wait_event(b, stream, &d, s, seq)?;
         }
     }
     if ddev.is_cpu() {
@@ -478,7 +478,7 @@ fn move_bytes(
         // stream's queued work (which may still use the destination)
         let dst_stream = current_stream_id(&ddev);
         let seq = backend(&ddev)?.record_event(dst_stream);
-        b.stream_wait_event(stream, &ddev, dst_stream, seq)?;
+        stream_wait_event(b, stream, &ddev, dst_stream, seq)?;
     }
     // the copy's stream locks host memory too: a host storage's lock is
     // shared before the copy is queued (Note [Biased lock] in `memory/alloc/biased.rs`)
@@ -506,7 +506,8 @@ fn move_bytes(
             packed.storage().record_use(run_dev, stream, seq, false);
             if !ddev.is_cpu() && ddev != run_dev {
                 // and later work on the destination's current stream after it
-                backend(&ddev)?.stream_wait_event(
+                stream_wait_event(
+                    backend(&ddev)?,
                     current_stream_id(&ddev),
                     &run_dev,
                     stream,

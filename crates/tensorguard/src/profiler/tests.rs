@@ -4,7 +4,7 @@
 use std::panic::Location;
 
 use super::{profile, EventKind, ProfileOptions, TransferKind};
-use crate::device::backend::backend;
+use crate::device::registry::backend;
 use crate::device_id::Device;
 use crate::hooks::transfer_range;
 

@@ -288,7 +288,7 @@ pub(super) fn stream_wait_event_orders_two_streams(ctx: &Ctx) -> Result<()> {
     slow(b, a)?;
     launch(b, a, &fill(7.0), &[&x], &[])?;
     let ev = b.record_event(a);
-    b.stream_wait_event(c, &d, a, ev)?;
+    crate::device::registry::stream_wait_event(b, c, &d, a, ev)?;
     launch(b, c, &scalar(BinaryOp::Add, 1.0), &[&y], &[&x])?;
     let got = f32s(&download(ctx.dev, c, &y.storage, 256)?);
     assert_eq!(
@@ -316,7 +316,7 @@ fn ordered_across(prod: Dev, cons: Dev, v: f64) -> Result<()> {
     slow(prod.b, ps)?;
     launch(prod.b, ps, &fill(v), &[&x], &[])?;
     let ev = prod.b.record_event(ps);
-    cons.b.stream_wait_event(cs, &prod.device, ps, ev)?;
+    crate::device::registry::stream_wait_event(cons.b, cs, &prod.device, ps, ev)?;
     let (side, ss) = if cons.device.is_cpu() {
         (prod, prod.b.new_stream()?)
     } else {
@@ -489,7 +489,7 @@ pub(super) fn defer_free_waits_for_its_events(ctx: &Ctx) -> Result<()> {
     let (d, b) = (ctx.dev.device, ctx.dev.b);
     let (s, other) = (b.new_stream()?, b.new_stream()?);
     let base = allocated(&d);
-    let buf = crate::device::backend::alloc_buffer(&d, s, 4096, Location::caller())?;
+    let buf = crate::device::registry::alloc_buffer(&d, s, 4096, Location::caller())?;
     let held = allocated(&d) - base;
     let done = b.record_event(s);
     let (gate, _) = Gate::close(b, other)?;

@@ -27,9 +27,10 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 
-use super::backend::{backend, emulated_devices, Backend, Launch};
+use super::backend::{Backend, Launch};
 use super::copy::{CopyEnd, CopyJob};
 use super::kernel::{Arg, BinaryOp, Kernel};
+use super::registry::{backend, emulated_devices};
 use super::{Device, Storage, StreamId};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};

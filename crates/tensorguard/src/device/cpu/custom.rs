@@ -318,7 +318,7 @@ pub(crate) fn run(kernel: &Custom, outs: &mut [KOut<'_>], ins: &[KIn<'_>]) -> Re
     match catch_unwind(AssertUnwindSafe(|| kernel.0.run_host(&mut out, &ins))) {
         Ok(r) => r,
         Err(p) => {
-            let msg = crate::device::panic_message(&*p).unwrap_or_else(|| "no message".to_string());
+            let msg = crate::error::panic_message(&*p).unwrap_or_else(|| "no message".to_string());
             Err(Error::Device(format!(
                 "the host kernel of the custom op `{op}` panicked ({msg}); a kernel should return an error instead"
             )))

@@ -131,10 +131,13 @@ pub(crate) fn staging_bytes(
 }
 
 /// A temporary of `bytes` for the staged path: the next one allocated at
-/// launch, or a new one (inline work: Note [Staging at launch]).
+/// launch, or a new one from the allocator of `like` (the operand's own
+/// memory), without waiting for memory to come back: inline on the cpu
+/// there is nothing to wait for, and a stream worker must not wait (Note
+/// [Staging at launch]).
 fn temporary(
     scratch: &mut Scratch,
-    device: &crate::device::Device,
+    like: &Buffer,
     stream: StreamId,
     bytes: usize,
     site: &'static Location<'static>,
@@ -145,7 +148,14 @@ fn temporary(
             return Ok(buf);
         }
     }
-    crate::device::backend::alloc_buffer(device, stream, bytes, site)
+    Buffer::new_in(
+        like.allocator(),
+        &like.device(),
+        stream,
+        bytes,
+        site,
+        &mut || false,
+    )
 }
 
 /// Whether the kernel reads its first input from the output itself, with
@@ -245,7 +255,7 @@ fn execute_staged(
             let layout = Layout::contiguous(&i.layout.shape);
             let mut buf = temporary(
                 scratch,
-                i.storage.device(),
+                guards[find(id)].1.buf(),
                 stream,
                 layout.numel() * i.want.size_in_bytes(),
                 site,
@@ -265,7 +275,7 @@ fn execute_staged(
         if o.tdtype != o.want {
             let buf = temporary(
                 scratch,
-                o.storage.device(),
+                guards[find(o.storage.id())].1.buf(),
                 stream,
                 o.layout.numel() * o.want.size_in_bytes(),
                 site,

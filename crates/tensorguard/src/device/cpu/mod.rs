@@ -2,6 +2,7 @@
 //! the spinning team (`team.rs`) when large, or rayon's pool when the team
 //! is taken.
 
+pub(crate) mod backend;
 mod columns;
 mod copy;
 pub(crate) mod custom;

@@ -18,7 +18,7 @@ use smallvec::SmallVec;
 use super::fault::FaultRing;
 use super::kernels::{self, DevArg, KernelEnv, KernelState};
 use super::stream::{CudaStream, Item};
-use crate::device::backend::{alloc_buffer, backend, Backend, HostFn, Launch, Mark};
+use crate::device::backend::{Backend, HostFn, Launch, Mark};
 use crate::device::copy::CopyJob;
 use crate::device::kernel::{Arg, Kernel};
 use crate::device::{Device, Storage, StreamId};
@@ -42,7 +42,7 @@ pub(crate) struct Cuda {
     device: Device,
     ctx: &'static Ctx,
     cc: (u32, u32),
-    allocator: CachingAllocator,
+    allocator: &'static CachingAllocator,
     streams: Vec<OnceLock<CudaStream>>,
     creating: Mutex<()>,
     next: AtomicUsize,
@@ -61,7 +61,11 @@ impl Cuda {
             device,
             ctx,
             cc,
-            allocator: CachingAllocator::new(device.to_string(), Box::new(raw)),
+            // made once per process (the backend itself is leaked too)
+            allocator: Box::leak(Box::new(CachingAllocator::new(
+                device.to_string(),
+                Box::new(raw),
+            ))),
             streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
             creating: Mutex::new(()),
             next: AtomicUsize::new(0),
@@ -111,7 +115,7 @@ impl Cuda {
         ins: &[DevArg<'_>],
     ) -> Result<()> {
         let (stream, site) = (on.stream, on.site);
-        let temp = |bytes: usize| alloc_buffer(&self.device, stream, bytes, site);
+        let temp = |bytes: usize| self.alloc(&self.device, stream, bytes, site);
         let env = KernelEnv {
             stream: on.raw,
             cc: self.cc,
@@ -150,8 +154,12 @@ fn same_operand(a: &Arg<'_>, out: &Arg<'_>) -> bool {
 }
 
 impl Backend for Cuda {
-    fn allocator(&self) -> &CachingAllocator {
-        &self.allocator
+    fn allocator(&self) -> &'static CachingAllocator {
+        self.allocator
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn new_stream(&self) -> Result<StreamId> {
@@ -189,7 +197,7 @@ impl Backend for Cuda {
             if i.tdtype != i.want || out_ids.contains(&i.storage.id()) {
                 let layout = Layout::contiguous(&i.layout.shape);
                 let bytes = layout.numel() * i.want.size_in_bytes();
-                let buf = alloc_buffer(&self.device, stream, bytes, l.site)?;
+                let buf = self.alloc(&self.device, stream, bytes, l.site)?;
                 staged.push(Staged { n, buf, layout });
             }
         }
@@ -198,11 +206,7 @@ impl Backend for Cuda {
             if o.tdtype != o.want {
                 let layout = Layout::contiguous(&o.layout.shape);
                 let bytes = layout.numel() * o.want.size_in_bytes();
-                out_tmp.push((
-                    k,
-                    alloc_buffer(&self.device, stream, bytes, l.site)?,
-                    layout,
-                ));
+                out_tmp.push((k, self.alloc(&self.device, stream, bytes, l.site)?, layout));
             }
         }
         // the layout each input is read with, broadcast to the kernel's shape
@@ -368,26 +372,22 @@ impl Backend for Cuda {
     fn stream_wait_event(
         &self,
         waiter: StreamId,
+        them: &dyn Backend,
         other: &Device,
         on: StreamId,
         seq: u64,
-    ) -> Result<()> {
-        match other {
-            Device::Cuda(n) => {
-                if *other == self.device && waiter == on {
-                    return Ok(());
-                }
-                self.ctx.bind()?;
-                let them = if *other == self.device {
-                    self
-                } else {
-                    super::cuda_backend(*n)?
-                };
-                self.stream(waiter)?.wait_for(them.stream(on)?, seq)
-            }
-            // the host or an emulated device: wait on the host
-            _ => backend(other)?.event_synchronize(on, seq),
+    ) -> Result<bool> {
+        if *other == self.device && waiter == on {
+            return Ok(true);
         }
+        // another GPU (or this one): on the device; the host or an
+        // emulated device: on the host
+        let Some(them) = them.as_any().downcast_ref::<Cuda>() else {
+            return Ok(false);
+        };
+        self.ctx.bind()?;
+        self.stream(waiter)?.wait_for(them.stream(on)?, seq)?;
+        Ok(true)
     }
 
     fn synchronize(&self) -> Result<()> {

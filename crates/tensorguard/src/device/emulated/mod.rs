@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use super::backend::{alloc_buffer, Backend, HostFn, Launch, Mark};
+use super::backend::{Backend, HostFn, Launch, Mark};
 use super::copy::CopyJob;
 use super::cpu::exec::staging_bytes;
 use super::kernel::Task;
@@ -27,7 +27,7 @@ pub(crate) const STREAMS: usize = 8;
 
 pub(crate) struct Emulated {
     device: Device,
-    allocator: CachingAllocator,
+    allocator: &'static CachingAllocator,
     streams: Vec<OnceLock<Arc<Worker>>>,
     /// Held while a stream's worker is started: one thread per stream by
     /// construction, however many threads make their first op on it at once.
@@ -45,10 +45,11 @@ impl Emulated {
         let device = Device::Emulated(index);
         Emulated {
             device,
-            allocator: CachingAllocator::new(
+            // made once per process, with the devices' registry
+            allocator: Box::leak(Box::new(CachingAllocator::new(
                 device.to_string(),
                 Box::new(HostRaw::new(Some(capacity))),
-            ),
+            ))),
             streams: (0..STREAMS).map(|_| OnceLock::new()).collect(),
             starting: Mutex::new(()),
             next: AtomicUsize::new(0),
@@ -107,8 +108,12 @@ impl Emulated {
 }
 
 impl Backend for Emulated {
-    fn allocator(&self) -> &CachingAllocator {
-        &self.allocator
+    fn allocator(&self) -> &'static CachingAllocator {
+        self.allocator
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn new_stream(&self) -> Result<StreamId> {
@@ -123,7 +128,7 @@ impl Backend for Emulated {
         // as `OutOfMemory` at the op (Note [Staging at launch])
         let scratch = staging_bytes(l.kernel, l.outs, l.ins)
             .into_iter()
-            .map(|bytes| alloc_buffer(&self.device, stream, bytes, l.site))
+            .map(|bytes| self.alloc(&self.device, stream, bytes, l.site))
             .collect::<Result<_>>()?;
         let task = Task {
             kernel: l.kernel.clone(),
@@ -167,29 +172,23 @@ impl Backend for Emulated {
     fn stream_wait_event(
         &self,
         waiter: StreamId,
+        them: &dyn Backend,
         other: &Device,
         on: StreamId,
         seq: u64,
-    ) -> Result<()> {
-        let on = match other {
-            Device::Emulated(_) if *other == self.device => {
-                if waiter == on {
-                    return Ok(());
-                }
-                Arc::clone(self.worker(on)?)
-            }
-            // another emulated device: its stream's worker is waited for
-            // by ours, in order, without blocking the host
-            Device::Emulated(n) => {
-                let dev = super::backend::emulated_devices()?
-                    .get(*n)
-                    .ok_or_else(|| Error::Device(format!("{other} does not exist.")))?;
-                Arc::clone(dev.worker(on)?)
-            }
-            _ => return super::backend::backend(other)?.event_synchronize(on, seq),
+    ) -> Result<bool> {
+        if *other == self.device && waiter == on {
+            return Ok(true);
+        }
+        // an emulated device (this one or another): its stream's worker is
+        // waited for by ours, in order, without blocking the host; any
+        // other device is waited for on the host
+        let Some(dev) = them.as_any().downcast_ref::<Emulated>() else {
+            return Ok(false);
         };
+        let on = Arc::clone(dev.worker(on)?);
         self.worker(waiter)?.push(Work::Wait { on, seq });
-        Ok(())
+        Ok(true)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -362,8 +362,8 @@ fn flatten(r: std::thread::Result<Result<()>>) -> Result<()> {
     match r {
         Ok(r) => r,
         Err(p) => {
-            let msg = crate::device::panic_message(&*p)
-                .unwrap_or_else(|| "a kernel panicked".to_string());
+            let msg =
+                crate::error::panic_message(&*p).unwrap_or_else(|| "a kernel panicked".to_string());
             Err(Error::Device(format!("the kernel panicked: {msg}")))
         }
     }

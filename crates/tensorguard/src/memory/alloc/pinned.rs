@@ -3,7 +3,7 @@
 //!
 //! On CUDA this memory comes from `cuMemHostAlloc`, whose calls cost
 //! milliseconds, so PyTorch caches it; we do the same for every backend.
-//! The allocator itself lives with the devices (`device::backend::
+//! The allocator itself lives with the devices (`device::registry::
 //! pinned_allocator`), which know whether a GPU provides the memory.
 //! A block is only handed out again once the transfers that use it have
 //! run: queued transfers own the storage they read or write, so its block
