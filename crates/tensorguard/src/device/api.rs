@@ -34,7 +34,7 @@ impl Device {
 
 /// How many devices of `kind` are usable now (always 1 for cpu; the
 /// configured number of emulated devices, 0 when their configuration is
-/// invalid (see [`emulated_config`]); the GPUs the CUDA driver reports,
+/// invalid (see [`emulated_config`](super::emulated_config)); the GPUs the CUDA driver reports,
 /// 0 without CUDA or without the `cuda` feature).
 pub fn count(kind: DeviceKind) -> usize {
     match kind {
