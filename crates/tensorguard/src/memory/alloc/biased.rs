@@ -111,21 +111,8 @@ impl<T> BiasedLock<T> {
     /// Holds the lock for reading.
     #[inline]
     pub(crate) fn read(&self) -> ReadGuard<'_, T> {
-        if self.owner == thread_token() {
-            let held = self.held.load(Ordering::Relaxed);
-            let biased = match held {
-                0 => self.take_biased(0, 1),
-                // a read inside the owner's own read: the bias is held
-                // already, whether or not a revocation waits for it
-                n if n < WRITER - 1 => {
-                    self.held.store(n + 1, Ordering::Relaxed);
-                    true
-                }
-                _ => false,
-            };
-            if biased {
-                return ReadGuard::new(self, false);
-            }
+        if self.owner_read() {
+            return ReadGuard::new(self, false);
         }
         self.read_shared()
     }
@@ -133,13 +120,36 @@ impl<T> BiasedLock<T> {
     /// Holds the lock for writing.
     #[inline]
     pub(crate) fn write(&self) -> WriteGuard<'_, T> {
-        if self.owner == thread_token() {
-            let held = self.held.load(Ordering::Relaxed);
-            if held == 0 && self.take_biased(0, WRITER) {
-                return WriteGuard::new(self, false);
-            }
+        if self.owner_write() {
+            return WriteGuard::new(self, false);
         }
         self.write_shared()
+    }
+
+    /// The owner's biased read: whether it took one (a read inside its own
+    /// read only counts one more hold, whether or not a revocation waits
+    /// for it).
+    #[inline(always)]
+    fn owner_read(&self) -> bool {
+        if self.owner != thread_token() {
+            return false;
+        }
+        match self.held.load(Ordering::Relaxed) {
+            0 => self.take_biased(0, 1),
+            n if n < WRITER - 1 => {
+                self.held.store(n + 1, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The owner's biased write: whether it took one.
+    #[inline(always)]
+    fn owner_write(&self) -> bool {
+        self.owner == thread_token()
+            && self.held.load(Ordering::Relaxed) == 0
+            && self.take_biased(0, WRITER)
     }
 
     /// [`read`](Self::read) if it can be had without waiting for another
@@ -148,19 +158,8 @@ impl<T> BiasedLock<T> {
     /// goes to the RwLock).
     #[inline]
     pub(crate) fn try_read(&self) -> Option<ReadGuard<'_, T>> {
-        if self.owner == thread_token() {
-            let held = self.held.load(Ordering::Relaxed);
-            let biased = match held {
-                0 => self.take_biased(0, 1),
-                n if n < WRITER - 1 => {
-                    self.held.store(n + 1, Ordering::Relaxed);
-                    true
-                }
-                _ => false,
-            };
-            if biased {
-                return Some(ReadGuard::new(self, false));
-            }
+        if self.owner_read() {
+            return Some(ReadGuard::new(self, false));
         }
         self.try_read_shared()
     }
@@ -169,11 +168,8 @@ impl<T> BiasedLock<T> {
     /// thread's hold; `None` otherwise.
     #[inline]
     pub(crate) fn try_write(&self) -> Option<WriteGuard<'_, T>> {
-        if self.owner == thread_token() {
-            let held = self.held.load(Ordering::Relaxed);
-            if held == 0 && self.take_biased(0, WRITER) {
-                return Some(WriteGuard::new(self, false));
-            }
+        if self.owner_write() {
+            return Some(WriteGuard::new(self, false));
         }
         self.try_write_shared()
     }
