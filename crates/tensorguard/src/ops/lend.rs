@@ -49,7 +49,10 @@ impl Tensor {
     /// reading: ops that write it from other threads wait. `f` itself must
     /// not use the tensor (or a view of its memory) through an op, which
     /// would wait for `f`: such an op fails with an error saying so instead
-    /// of deadlocking, as does lending it again inside `f`.
+    /// of deadlocking, as does lending it again inside `f`. Ops on other
+    /// tensors inside `f` are fine; one that needs a tensor lent by another
+    /// thread's closure which itself waits for this one fails with an
+    /// error naming the deadlock, instead of both waiting forever.
     ///
     /// ```
     /// use tensorguard::{Device, Tensor};
