@@ -131,10 +131,11 @@ pub(crate) fn staging_bytes(
 }
 
 /// A temporary of `bytes` for the staged path: the next one allocated at
-/// launch, or a new one from the allocator of `like` (the operand's own
-/// memory), without waiting for memory to come back: inline on the cpu
-/// there is nothing to wait for, and a stream worker must not wait (Note
-/// [Staging at launch]).
+/// launch, or a new one from the allocator of `like` (the first output's
+/// memory: the device the kernel runs on, and not the pinned pool for a
+/// cast of a pinned input), without waiting for memory to come back:
+/// inline on the cpu there is nothing to wait for, and a stream worker
+/// must not wait (Note [Staging at launch]).
 fn temporary(
     scratch: &mut Scratch,
     like: &Buffer,
@@ -255,7 +256,7 @@ fn execute_staged(
             let layout = Layout::contiguous(&i.layout.shape);
             let mut buf = temporary(
                 scratch,
-                guards[find(id)].1.buf(),
+                guards[find(out_ids.first().copied().unwrap_or(id))].1.buf(),
                 stream,
                 layout.numel() * i.want.size_in_bytes(),
                 site,
@@ -275,7 +276,9 @@ fn execute_staged(
         if o.tdtype != o.want {
             let buf = temporary(
                 scratch,
-                guards[find(o.storage.id())].1.buf(),
+                guards[find(out_ids.first().copied().unwrap_or(o.storage.id()))]
+                    .1
+                    .buf(),
                 stream,
                 o.layout.numel() * o.want.size_in_bytes(),
                 site,
