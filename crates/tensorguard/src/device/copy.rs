@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Storage;
-use crate::device::holds::wait_until_free;
+use crate::device::holds::hold_all;
 use crate::error::{Error, Result};
 use crate::memory::alloc::PeerAccess;
 use crate::memory::alloc::Shared;
@@ -206,34 +206,22 @@ fn copy_bytes(dst: &CopyEnd, src: &CopyEnd, bytes: usize, op: &'static str) -> R
         buf.copy_within(s, d.start);
     } else {
         // Note [Lock order]: by storage id, never waiting while holding one
-        // (Note [Lends in the lock order])
-        let (sst, dst_st) = (&src.storage, &dst.storage);
-        let (mut w, r) = loop {
-            if sst.id() < dst_st.id() {
-                let Some(r) = sst.data.try_read() else {
-                    wait_until_free(sst, false, op)?;
-                    continue;
-                };
-                let Some(w) = dst_st.data.try_write() else {
-                    drop(r);
-                    wait_until_free(dst_st, true, op)?;
-                    continue;
-                };
-                break (w, r);
-            }
-            let Some(w) = dst_st.data.try_write() else {
-                wait_until_free(dst_st, true, op)?;
-                continue;
-            };
-            let Some(r) = sst.data.try_read() else {
-                drop(w);
-                wait_until_free(sst, false, op)?;
-                continue;
-            };
-            break (w, r);
+        let src_first = src.storage.id() < dst.storage.id();
+        let (first, second) = if src_first {
+            ((&*src.storage, false), (&*dst.storage, true))
+        } else {
+            ((&*dst.storage, true), (&*src.storage, false))
         };
-        let from = r.host_bytes()?;
-        let to = w.host_bytes_mut()?;
+        let mut held = hold_all(&[first, second], op)?;
+        let (r, w) = if src_first {
+            let (r, w) = held.split_at_mut(1);
+            (&r[0], &mut w[0])
+        } else {
+            let (w, r) = held.split_at_mut(1);
+            (&r[0], &mut w[0])
+        };
+        let from = r.buf().host_bytes()?;
+        let to = w.buf_mut()?.host_bytes_mut()?;
         let s = range(src.offset, bytes, from.len(), op)?;
         let d = range(dst.offset, bytes, to.len(), op)?;
         to[d].copy_from_slice(&from[s]);

@@ -45,6 +45,42 @@ impl Hold<'_> {
             Hold::W(g) => g,
         }
     }
+
+    /// The buffer of a write hold; an internal error for a read hold.
+    pub(crate) fn buf_mut(&mut self) -> Result<&mut Buffer> {
+        match self {
+            Hold::W(g) => Ok(g),
+            Hold::R(_) => Err(Error::invalid(
+                "copy_",
+                "internal error: a storage locked for reading was to be written",
+            )),
+        }
+    }
+}
+
+/// The locks of `set` (a storage, and whether it is written), already
+/// sorted by storage id with each storage once: taken in that order, each
+/// only if it is free now; when one is not, those taken are given back,
+/// this thread waits for that one holding nothing, and starts again (Note
+/// [Lends in the lock order]). The holds come back in `set`'s order.
+pub(crate) fn hold_all<'a>(
+    set: &[(&'a Storage, bool)],
+    op: &'static str,
+) -> Result<SmallVec<[Hold<'a>; 6]>> {
+    let mut held = SmallVec::new();
+    'lock: loop {
+        for &(storage, write) in set {
+            match try_hold(storage, write) {
+                Some(h) => held.push(h),
+                None => {
+                    held.clear();
+                    wait_until_free(storage, write, op)?;
+                    continue 'lock;
+                }
+            }
+        }
+        return Ok(held);
+    }
 }
 
 /// `storage`'s lock, for writing when `write`, if it is free now.

@@ -4,8 +4,9 @@ use std::panic::Location;
 
 use smallvec::SmallVec;
 
-use crate::device::holds::{try_hold, wait_until_free, Hold as Guard};
+use crate::device::holds::{hold_all, wait_until_free, Hold as Guard};
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
+use crate::device::Storage;
 use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
@@ -42,15 +43,7 @@ pub(crate) fn execute_queued(
         }
         return Err(p.error(kernel.name()));
     }
-    if nothing_to_write(outs) {
-        return Ok(());
-    }
-    if let [_] = outs {
-        if let Some(r) = execute_simple(kernel, outs, ins) {
-            return r;
-        }
-    }
-    execute_staged(kernel, outs, ins, stream, site, scratch)
+    execute_with(kernel, outs, ins, stream, site, Some(scratch))
 }
 
 /// [`execute_queued`] without the poison check, for work launched inline
@@ -65,6 +58,20 @@ pub(crate) fn execute(
     stream: StreamId,
     site: &'static Location<'static>,
 ) -> Result<()> {
+    execute_with(kernel, outs, ins, stream, site, None)
+}
+
+/// [`execute`] with the temporaries a queued launch allocated, if any
+/// (Note [Staging at launch]).
+#[inline(always)]
+fn execute_with(
+    kernel: &Kernel,
+    outs: &[Arg<'_>],
+    ins: &[Arg<'_>],
+    stream: StreamId,
+    site: &'static Location<'static>,
+    scratch: Option<&mut Scratch>,
+) -> Result<()> {
     // no element to write: nothing to compute. Kernels may index a buffer at
     // a layout's offset, and an empty view can start past the end of its
     // storage (`select(0, 1)` of a `[2, 0]` tensor has offset 1).
@@ -76,7 +83,7 @@ pub(crate) fn execute(
             return r;
         }
     }
-    execute_staged(kernel, outs, ins, stream, site, &mut Scratch::new())
+    execute_staged(kernel, outs, ins, stream, site, scratch)
 }
 
 // Note [Staging at launch]
@@ -195,8 +202,10 @@ fn execute_staged(
     ins: &[Arg<'_>],
     stream: StreamId,
     site: &'static Location<'static>,
-    scratch: &mut Scratch,
+    scratch: Option<&mut Scratch>,
 ) -> Result<()> {
+    let mut none = Scratch::new();
+    let scratch = scratch.unwrap_or(&mut none);
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
     let entries = outs
@@ -217,21 +226,15 @@ fn execute_staged(
     set.sort_unstable_by_key(|e| e.0);
     // 2. lock in order, never waiting while holding a lock (Note [Lends in
     // the lock order])
-    let mut guards: SmallVec<[(u64, Guard<'_>); 6]> = SmallVec::new();
-    'lock: loop {
-        for &(id, owner, write) in &set {
-            let storage = &owners[owner].storage;
-            match try_hold(storage, write) {
-                Some(g) => guards.push((id, g)),
-                None => {
-                    guards.clear();
-                    wait_until_free(storage, write, kernel.name())?;
-                    continue 'lock;
-                }
-            }
-        }
-        break;
-    }
+    let order: SmallVec<[(&Storage, bool); 6]> = set
+        .iter()
+        .map(|&(_, owner, write)| (&**owners[owner].storage, write))
+        .collect();
+    let mut guards: SmallVec<[(u64, Guard<'_>); 6]> = set
+        .iter()
+        .map(|e| e.0)
+        .zip(hold_all(&order, kernel.name())?)
+        .collect();
     let find = |id: u64| guards.iter().position(|g| g.0 == id).unwrap_or(0);
     let out_ids: SmallVec<[u64; 2]> = outs.iter().map(|o| o.storage.id()).collect();
 
