@@ -673,5 +673,4 @@ fn first_use_child() {
         shared.sum().and_then(|s| s.item::<f32>()).expect("sum"),
         1024.0 * 400.0
     );
-    tensorguard::device::synchronize(&Device::Emulated(0)).expect("synchronize");
 }

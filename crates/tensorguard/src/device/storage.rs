@@ -367,17 +367,17 @@ impl Storage {
         ))
     }
 
-    /// Lend this storage to a closure running on this thread until the
-    /// guard drops; refused when this thread lends it already (a nested
-    /// lend would wait for the outer one). Note [Lent storages].
-    pub(crate) fn lend(&self, op: &'static str) -> Result<LendGuard<'_>> {
-        self.check_not_lent_here(op)?;
+    /// Lend this storage, whose lock this thread holds, to a closure
+    /// running on this thread until the guard drops (Note [Lent storages]).
+    /// The caller has checked [`check_not_lent_here`](Self::check_not_lent_here)
+    /// before taking the lock: a nested lend would wait for the outer one.
+    pub(crate) fn lend(&self) -> LendGuard<'_> {
         LENT.with(|l| {
             let mut l = l.borrow_mut();
             l.push(self.id);
             LENDS.with(|n| n.set(l.len()));
         });
-        Ok(LendGuard(self))
+        LendGuard(self)
     }
 
     /// Record an in-place write made at `site`.

@@ -76,7 +76,7 @@ impl Tensor {
         // lock is not a wait of this lend (Note [Lends in the lock order])
         storage.check_not_lent_here(OP)?;
         let guard = crate::device::holds::hold_read(storage, OP)?;
-        let _lend = storage.lend(OP)?;
+        let _lend = storage.lend();
         let data = contiguous_view::<T>(OP, self.dtype(), self.layout(), guard.host_bytes()?)?;
         Ok(f(data))
     }
@@ -131,7 +131,7 @@ impl Tensor {
         // as in `with_host_data`: checked, locked, then lent
         storage.check_not_lent_here(OP)?;
         let mut guard = crate::device::holds::hold_write(storage, OP)?;
-        let lend = storage.lend(OP)?;
+        let lend = storage.lend();
         let data =
             contiguous_view_mut::<T>(OP, self.dtype(), self.layout(), guard.host_bytes_mut()?)?;
         let r = f(data);
