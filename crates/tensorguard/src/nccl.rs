@@ -389,13 +389,13 @@ impl NcclComm {
                 Coll::AllGather => ffi::What::AllGather,
                 Coll::ReduceScatter(r) => ffi::What::ReduceScatter(red(r)),
             };
-            let kernel = Kernel::Collective(ffi::Call {
+            let kernel = Kernel::Native(std::sync::Arc::new(ffi::Call {
                 comm: std::sync::Arc::clone(&self.inner),
                 what,
                 op,
                 count,
                 dtype: ffi::nccl_dtype(input.dtype()),
-            });
+            }));
             let dtype = input.dtype();
             launch(
                 &kernel,

@@ -16,12 +16,12 @@ use std::panic::Location;
 use parking_lot::Mutex;
 
 use super::{Info, Saved};
-use crate::device::cpu::custom::no_kernel;
+use crate::device::custom::no_kernel;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-pub use crate::device::cpu::custom::{DeviceLaunch, HostElement, HostTensor, HostTensorMut};
+pub use crate::device::custom::{DeviceLaunch, HostElement, HostTensor, HostTensorMut};
 
 /// The shape and dtype of a custom op's output, as [`Function::output`]
 /// computes them from the inputs.

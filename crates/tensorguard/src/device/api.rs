@@ -39,7 +39,7 @@ impl Device {
 pub fn count(kind: DeviceKind) -> usize {
     match kind {
         DeviceKind::Cpu => 1,
-        DeviceKind::Emulated => super::config::emulated_devices().map_or(0, |d| d.len()),
+        DeviceKind::Emulated => super::registry::emulated_devices().map_or(0, |d| d.len()),
         DeviceKind::Cuda => cuda::gpu_count(),
     }
 }

@@ -1,11 +1,10 @@
 //! Configuration of the emulated accelerators: how many, and how much memory
 //! each has. Fixed at first use of any emulated device.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use super::emulated::Emulated;
 use crate::error::{Error, Result};
 use crate::memory::alloc::parse_bytes;
 
@@ -177,29 +176,26 @@ pub fn emulated_config() -> Result<EmulatedConfig> {
     }
 }
 
-/// The emulated devices, or why their configuration is invalid.
-static EMULATED: OnceLock<std::result::Result<Vec<Emulated>, String>> = OnceLock::new();
+/// Whether the emulated devices were made from the configuration (set under
+/// `CONFIG`'s lock, so a [`configure_emulated`] either comes first or fails).
+static STARTED: AtomicBool = AtomicBool::new(false);
 
-/// The emulated devices, configured on first use; an invalid configuration
-/// (`TENSORGUARD_EMULATED`) is returned as an error by every use.
-pub(crate) fn emulated_devices() -> Result<&'static [Emulated]> {
-    EMULATED
-        .get_or_init(|| {
+/// The configuration the emulated devices are made from, once (the
+/// registry's first use of an emulated device): later calls to
+/// [`configure_emulated`] fail.
+pub(super) fn start_emulated() -> Result<EmulatedConfig> {
+    let slot = CONFIG.lock();
+    STARTED.store(true, Ordering::Release);
+    match &*slot {
+        Some(c) => Ok(c.clone()),
+        None => {
+            drop(slot);
             emulated_config()
-                .map(|cfg| {
-                    cfg.capacities
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &cap)| Emulated::new(i, cap))
-                        .collect()
-                })
-                .map_err(|e| e.to_string())
-        })
-        .as_deref()
-        .map_err(|e| Error::Device(e.clone()))
+        }
+    }
 }
 
 /// True once the emulated devices exist (their configuration is fixed).
 pub(crate) fn emulated_started() -> bool {
-    EMULATED.get().is_some()
+    STARTED.load(Ordering::Acquire)
 }

@@ -2,7 +2,10 @@
 //! runs inline on the cpu, on an emulated stream worker, or (later) as a CUDA
 //! launch. Ops build these; backends execute them.
 
+use std::any::Any;
+use std::fmt;
 use std::panic::Location;
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
@@ -61,14 +64,35 @@ pub(crate) enum Kernel {
     /// position p of the index (PyTorch's scatter_add_).
     IndexAdd { dim: usize, scatter: bool },
     /// A custom op (`autograd::Function`): out = the op's kernel(ins).
-    Custom(crate::device::cpu::Custom),
-    /// An NCCL collective (`tensorguard::nccl`): out = the collective of
-    /// in0 over the communicator's ranks; only the CUDA backend runs it.
-    #[cfg(feature = "nccl")]
-    Collective(crate::device::cuda::nccl::Call),
+    Custom(super::custom::Custom),
+    /// A kernel that only one backend runs, described by that backend's
+    /// own code (an NCCL collective of `tensorguard::nccl`): the
+    /// description names no backend type; its backend downcasts it.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))] // made by NCCL only, for now
+    Native(Arc<dyn NativeKernel>),
+}
+
+/// A kernel described by one backend's own code (see [`Kernel::Native`]).
+/// Any other backend refuses it with an error naming the op.
+pub(crate) trait NativeKernel: Send + Sync + fmt::Debug {
+    /// The op's name, for errors, faults and the profiler.
+    fn name(&self) -> &'static str;
+    /// The description itself, for its backend to downcast.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    fn as_any(&self) -> &dyn Any;
 }
 
 impl Kernel {
+    /// The error of a backend given a [`Kernel::Native`] it does not own.
+    pub(crate) fn not_native_here(&self, backend: &str) -> crate::error::Error {
+        crate::error::Error::invalid(
+            self.name(),
+            format!(
+                "internal error: {self:?} was launched on the {backend} backend, which does not run it."
+            ),
+        )
+    }
+
     /// The op's name, for errors and faults.
     pub(crate) fn name(&self) -> &'static str {
         match self {
@@ -91,8 +115,7 @@ impl Kernel {
             Kernel::IndexAdd { scatter: false, .. } => "index_add_",
             Kernel::IndexAdd { scatter: true, .. } => "scatter_add_",
             Kernel::Custom(k) => k.0.name(),
-            #[cfg(feature = "nccl")]
-            Kernel::Collective(c) => c.op,
+            Kernel::Native(k) => k.name(),
         }
     }
 
@@ -315,6 +338,11 @@ impl OwnedArg {
     }
 }
 
+/// Temporaries allocated at launch for operands staged for a cast or an
+/// alias (Note [Staging at launch] in `cpu/exec.rs`): the queued task
+/// carries them and the worker's executor takes them in order.
+pub(crate) type Scratch = SmallVec<[crate::memory::alloc::Buffer; 2]>;
+
 /// A kernel launch queued on a stream: the kernel and its owned operands.
 pub(crate) struct Task {
     pub kernel: Kernel,
@@ -326,5 +354,5 @@ pub(crate) struct Task {
     pub prof: Option<crate::hooks::DeviceTiming>,
     /// Temporaries allocated at launch (Note [Staging at launch] in
     /// `cpu/exec.rs`); empty for nearly every kernel.
-    pub scratch: crate::device::cpu::exec::Scratch,
+    pub scratch: Scratch,
 }

@@ -8,6 +8,7 @@ mod config;
 #[cfg(test)]
 mod conformance;
 pub(crate) mod copy;
+pub(crate) mod custom;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 mod emulated;
@@ -16,6 +17,7 @@ pub(crate) mod holds;
 pub(crate) mod kernel;
 pub(crate) mod registry;
 pub(crate) mod storage;
+mod storage_life;
 mod stream;
 
 pub use api::{count, set_launch_blocking, synchronize};

@@ -5,14 +5,37 @@
 //! argument (`Backend::stream_wait_event`).
 
 use std::panic::Location;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use super::backend::Backend;
-pub(crate) use super::config::emulated_devices;
+use super::emulated::Emulated;
 use super::cpu::backend::Cpu;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, CachingAllocator};
+
+/// The emulated devices, or why their configuration is invalid.
+static EMULATED: OnceLock<std::result::Result<Vec<Emulated>, String>> = OnceLock::new();
+
+/// The emulated devices, made on first use from their configuration
+/// (`device::configure_emulated`, `TENSORGUARD_EMULATED`); an invalid
+/// configuration is returned as an error by every use.
+pub(crate) fn emulated_devices() -> Result<&'static [Emulated]> {
+    EMULATED
+        .get_or_init(|| {
+            super::config::start_emulated()
+                .map(|cfg| {
+                    cfg.capacities
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &cap)| Emulated::new(i, cap))
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_deref()
+        .map_err(|e| Error::Device(e.clone()))
+}
 
 /// Allocate `bytes` on `device` for use on `stream`: the device asks its
 /// allocator, first giving back deferred blocks whose events completed, and

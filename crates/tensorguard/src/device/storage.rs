@@ -10,8 +10,6 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use crate::device::backend::Mark;
-use crate::device::registry::backend;
 use crate::device_id::Device;
 use crate::device_id::StreamId;
 use crate::error::{Error, Result};
@@ -35,9 +33,9 @@ static NEXT_STORAGE_ID: AtomicU64 = AtomicU64::new(1);
 /// Which queued work on which streams uses a storage: the latest position
 /// per stream, and the latest write.
 #[derive(Default)]
-struct Uses {
-    last_write: Option<DevMark>,
-    latest: SmallVec<[DevMark; 2]>,
+pub(super) struct Uses {
+    pub(super) last_write: Option<DevMark>,
+    pub(super) latest: SmallVec<[DevMark; 2]>,
 }
 
 /// Why a storage holds no valid values: the kernel that wrote it failed on
@@ -171,7 +169,6 @@ pub(crate) fn lent_ids() -> SmallVec<[u64; 2]> {
 
 /// A lend in progress (see [`Storage::lend`]); dropping it ends the lend.
 pub(crate) struct LendGuard<'a>(&'a Storage);
-
 impl Drop for LendGuard<'_> {
     fn drop(&mut self) {
         let id = self.0.id;
@@ -220,8 +217,8 @@ pub(crate) struct Storage {
     _gap: Gap,
     // written once, read by both
     id: u64,
-    device: Device,
-    alloc_stream: StreamId,
+    pub(super) device: Device,
+    pub(super) alloc_stream: StreamId,
     /// Page-locked host memory (a flag we keep; served by the pinned
     /// allocator), the source and target of asynchronous transfers.
     pinned: bool,
@@ -230,11 +227,11 @@ pub(crate) struct Storage {
     // written by the host only
     version: AtomicU64,
     last_write: Mutex<Option<&'static Location<'static>>>,
-    uses: Mutex<Uses>,
+    pub(super) uses: Mutex<Uses>,
     /// A host storage that queued work of an asynchronous device uses (an
     /// async transfer reads or writes it): host reads and writes then wait
     /// for that work. One relaxed load on the host's hot path otherwise.
-    foreign: AtomicBool,
+    pub(super) foreign: AtomicBool,
     /// What of this host storage was copied to which device at which
     /// version, and how often (the repeated-copy detector's memory; it goes
     /// away with the storage).
@@ -246,33 +243,10 @@ pub(crate) struct Storage {
 type Gap = [MaybeUninit<u8>; 64];
 
 impl Storage {
-    /// A storage of `bytes` from `device`'s allocator, for its current
-    /// stream. It is made in its handle (Note [One count to drop] in
-    /// `memory/alloc/shared.rs`).
-    pub(crate) fn new(
-        device: &Device,
-        bytes: usize,
-        site: &'static Location<'static>,
-    ) -> Result<Shared<Storage>> {
-        let stream = super::current_stream_id(device);
-        let buf = super::registry::alloc_buffer(device, stream, bytes, site)?;
-        Ok(Storage::from_buffer(*device, buf, false))
-    }
-
-    /// Storage in pinned (page-locked) host memory from the pinned host
-    /// allocator.
-    pub(crate) fn new_pinned(
-        bytes: usize,
-        site: &'static Location<'static>,
-    ) -> Result<Shared<Storage>> {
-        let buf = Buffer::new_pinned(super::registry::pinned_allocator(), bytes, site)?;
-        Ok(Storage::from_buffer(Device::Cpu, buf, true))
-    }
-
     /// The storage of `buf`, built in its handle (Note [Built in place] in
     /// `memory/alloc/shared.rs`).
     #[inline(always)]
-    fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Shared<Storage> {
+    pub(super) fn from_buffer(device: Device, buf: Buffer, pinned: bool) -> Shared<Storage> {
         Shared::slot().write(Storage {
             id: STORAGE_IDS.next(),
             device,
@@ -414,90 +388,4 @@ impl Storage {
         self.uses.lock().last_write.filter(|m| !m.0.is_cpu())
     }
 
-    /// Block the host until queued writes to this storage have run (a host
-    /// read by `op`); returns a fault raised on that stream, or
-    /// [`Error::Poisoned`] when a failed kernel wrote this storage.
-    #[inline]
-    pub(crate) fn sync_for_host_read(&self, op: &'static str) -> Result<()> {
-        if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
-            return self.check_poison(op);
-        }
-        self.wait_for_pending_write(op)
-    }
-
-    /// [`sync_for_host_read`](Self::sync_for_host_read) when queued work
-    /// may use the storage (off every host op's path: a call would cost
-    /// more than the check).
-    #[cold]
-    #[inline(never)]
-    fn wait_for_pending_write(&self, op: &'static str) -> Result<()> {
-        if let Some((device, stream, seq)) = self.pending_write() {
-            backend(&device)?.event_synchronize(stream, seq)?;
-        }
-        self.check_poison(op)
-    }
-
-    /// Block the host until queued work of asynchronous devices that reads
-    /// or writes this host storage has run (a host write, e.g. `add_` on a
-    /// pinned tensor whose copy to a device is pending); then
-    /// [`Error::Poisoned`] if that work failed writing it.
-    #[inline]
-    pub(crate) fn sync_for_host_write(&self, op: &'static str) -> Result<()> {
-        if !self.foreign.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        self.wait_for_uses(op)
-    }
-
-    /// [`sync_for_host_write`](Self::sync_for_host_write) for a storage
-    /// that queued work may use (cold, as `wait_for_pending_write`).
-    #[cold]
-    #[inline(never)]
-    fn wait_for_uses(&self, op: &'static str) -> Result<()> {
-        let marks = self.uses.lock().latest.clone();
-        for &(device, stream, seq) in &marks {
-            if !device.is_cpu() {
-                backend(&device)?.event_synchronize(stream, seq)?;
-            }
-        }
-        // forget completed work, so later host ops skip all this
-        let mut u = self.uses.lock();
-        u.latest.retain(|&mut (d, s, seq)| {
-            !marks.contains(&(d, s, seq)) && backend(&d).is_ok_and(|b| !b.event_query(s, seq))
-        });
-        if u.latest.is_empty() {
-            u.last_write = None;
-            self.foreign.store(false, Ordering::Release);
-        }
-        drop(u);
-        self.check_poison(op)
-    }
-}
-
-impl Drop for Storage {
-    fn drop(&mut self) {
-        if self.device.is_cpu() {
-            // Queued transfers own the host storages they use (a handle),
-            // so a host block is only dropped after they ran.
-            return;
-        }
-        let Ok(b) = backend(&self.device) else { return };
-        // Work on the allocating stream runs before any later use of the
-        // block on that stream; work on other streams must finish first.
-        // See Note [Cross-stream lifetime] and Note [Stream-ordered reuse] (memory/alloc/caching/mod.rs)
-        let device = self.device;
-        let pending: SmallVec<[Mark; 2]> = self
-            .uses
-            .get_mut()
-            .latest
-            .iter()
-            .filter(|&&(d, s, seq)| d == device && s != self.alloc_stream && !b.event_query(s, seq))
-            .map(|&(_, s, seq)| (s, seq))
-            .collect();
-        if !pending.is_empty() {
-            // memory history: free_requested now, free_completed on reclaim
-            self.data.get_mut().request_free();
-            b.defer_free(self.data.get_mut().take(), pending);
-        }
-    }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::{check_device, launch, In, Kernel, Out};
 use crate::autograd::function::{backward_name, DeviceLaunch, Function, FunctionCtx};
 use crate::autograd::{self, Grad, GradModeGuard, Info};
-use crate::device::cpu::custom::{CustomKernel, HostTensor, HostTensorMut};
-use crate::device::cpu::Custom;
+use crate::device::custom::{CustomKernel, HostTensor, HostTensorMut};
+use crate::device::custom::Custom;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -178,7 +178,7 @@ fn check_grads(
 mod tests {
     use super::*;
     use crate::autograd::function::OutputSpec;
-    use crate::device::cpu::custom::run_device;
+    use crate::device::custom::run_device;
 
     struct HostOnly;
     impl Function for HostOnly {

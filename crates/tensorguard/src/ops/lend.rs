@@ -6,7 +6,7 @@
 use std::panic::Location;
 
 use crate::autograd::{is_grad_enabled, HostElement};
-use crate::device::cpu::custom::{accepts, contiguous_view, contiguous_view_mut};
+use crate::device::custom::{accepts, contiguous_view, contiguous_view_mut};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 

@@ -105,7 +105,7 @@ fn execute_with(
 
 /// Temporaries allocated at launch for queued work, in the order the
 /// executor takes them (Note [Staging at launch]).
-pub(crate) type Scratch = SmallVec<[Buffer; 2]>;
+pub(crate) use crate::device::kernel::Scratch;
 
 /// The bytes of each temporary [`execute_queued`] stages through for this
 /// launch, in the order it takes them: inputs read in another dtype or

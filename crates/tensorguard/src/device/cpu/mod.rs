@@ -5,7 +5,8 @@
 pub(crate) mod backend;
 mod columns;
 mod copy;
-pub(crate) mod custom;
+mod custom;
+
 mod elementwise;
 pub(crate) mod exec;
 #[cfg(target_arch = "x86_64")]
@@ -20,7 +21,7 @@ mod team;
 mod tiled;
 mod vmath;
 
-pub(crate) use custom::Custom;
+
 pub use gemm_direct::host_gemm_f32;
 pub use host_split::{host_for_each_run, HostSplit};
 pub(crate) use iter::gather_strided;
@@ -145,10 +146,35 @@ fn run_here(
             index::cat(*dim, &mut outs[0], ins)
         }
         Kernel::Custom(k) => custom::run(k, outs, ins),
-        #[cfg(feature = "nccl")]
-        Kernel::Collective(c) => Err(Error::invalid(
-            c.op,
-            "internal error: an NCCL collective reached a host executor (NCCL runs on cuda tensors only).",
-        )),
+        Kernel::Native(_) => Err(kernel.not_native_here("host")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::Any;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::device::kernel::NativeKernel;
+
+    #[derive(Debug)]
+    struct Elsewhere;
+
+    impl NativeKernel for Elsewhere {
+        fn name(&self) -> &'static str {
+            "elsewhere_op"
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn a_kernel_native_to_another_backend_is_refused_by_name() {
+        let kernel = Kernel::Native(Arc::new(Elsewhere));
+        let err = run(&kernel, &mut [], &[], false).unwrap_err().to_string();
+        assert!(err.contains("elsewhere_op"), "{err}");
+        assert!(err.contains("host backend, which does not run it"), "{err}");
     }
 }

@@ -176,12 +176,16 @@ impl Backend for Cuda {
         self.ctx.bind()?;
         if let Kernel::Custom(k) = l.kernel {
             // the op's own device kernel (its host kernel cannot reach GPU memory)
-            crate::device::cpu::custom::run_device(k, self.device, stream)?;
+            crate::device::custom::run_device(k, self.device, stream)?;
             return Ok(None);
         }
-        #[cfg(feature = "nccl")]
-        if let Kernel::Collective(c) = l.kernel {
-            return self.collective(stream, c, &l).map(Some);
+        if let Kernel::Native(k) = l.kernel {
+            #[cfg(feature = "nccl")]
+            if let Some(c) = k.as_any().downcast_ref::<super::nccl::Call>() {
+                return self.collective(stream, c, &l).map(Some);
+            }
+            let _ = k;
+            return Err(l.kernel.not_native_here("CUDA"));
         }
         let s = self.stream(stream)?;
         let self_first = l.kernel.reads_output_in_place()

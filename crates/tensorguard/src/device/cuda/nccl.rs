@@ -441,7 +441,7 @@ pub(crate) enum What {
     ReduceScatter(ncclRedOp_t),
 }
 
-/// A collective as kernel data (`Kernel::Collective`): the communicator,
+/// A collective as kernel data (a `Kernel::Native` of the CUDA backend): the communicator,
 /// what to compute, and the element count and type it is called with
 /// (per rank: all_gather's input, reduce_scatter's output).
 #[derive(Clone)]
@@ -460,6 +460,15 @@ impl std::fmt::Debug for Call {
             "{}({:?}, {} x {:?}, {:?})",
             self.op, self.what, self.count, self.dtype, self.comm
         )
+    }
+}
+
+impl crate::device::kernel::NativeKernel for Call {
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

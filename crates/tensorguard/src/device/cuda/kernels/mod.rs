@@ -136,10 +136,9 @@ pub(crate) fn run(
             "internal error: a custom op reached the CUDA kernels (the backend runs custom ops)."
                 .to_string(),
         )),
-        #[cfg(feature = "nccl")]
-        Kernel::Collective(c) => Err(Error::invalid(
-            c.op,
-            "internal error: an NCCL collective reached the CUDA kernels (the backend enqueues it)."
+        Kernel::Native(_) => Err(Error::invalid(
+            kernel.name(),
+            "internal error: a backend's own kernel reached the CUDA kernels (the backend enqueues it)."
                 .to_string(),
         )),
     }
