@@ -4,7 +4,8 @@
 use crate::memory::alloc::HostSlice;
 use rayon::prelude::*;
 
-use super::iter::{map1, PAR_MIN};
+use super::iter::map1;
+use super::split::PAR_MIN;
 use super::tiled::transpose_blocked;
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{with_native, DType, Native, Scalar};

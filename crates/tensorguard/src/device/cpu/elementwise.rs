@@ -4,7 +4,8 @@ use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 use num_traits::Float;
 
-use super::iter::{map1, map1_self, map2, map2_self, map3, PAR_HEAVY, PAR_MIN};
+use super::iter::{map1, map1_self, map2, map2_self, map3};
+use super::split::{PAR_HEAVY, PAR_MIN};
 use super::vmath::{dense_unary, sigmoid, VExp};
 use crate::device::kernel::{BinaryOp, KIn, KOut, UnaryOp};
 use crate::dtype::{with_native, DType, Native, Scalar};

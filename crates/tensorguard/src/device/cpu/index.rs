@@ -2,7 +2,8 @@
 
 use super::copy::copy;
 use super::elementwise::{with_arith, Arith};
-use super::iter::{drive, gather_strided, PAR_MIN};
+use super::iter::{drive, gather_strided};
+use super::split::PAR_MIN;
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::DType;
 use crate::dtype::{with_native, Native};

@@ -4,7 +4,8 @@
 use crate::memory::alloc::HostSlice;
 use half::{bf16, f16};
 
-use super::iter::{for_each_run, gather_strided, map1, PAR_MIN};
+use super::iter::{for_each_run, gather_strided, map1};
+use super::split::PAR_MIN;
 use super::team;
 use crate::device::kernel::{KIn, KOut};
 use crate::dtype::{DType, Native};

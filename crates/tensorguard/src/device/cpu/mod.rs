@@ -9,21 +9,23 @@ mod custom;
 
 mod elementwise;
 pub(crate) mod exec;
-#[cfg(target_arch = "x86_64")]
-mod exp512;
 mod gemm_direct;
 mod host_split;
 mod index;
 mod iter;
+mod lanes;
 mod matmul;
 mod reduce;
+mod split;
+mod splittable;
 mod team;
 mod tiled;
 mod vmath;
 
 
 pub use gemm_direct::host_gemm_f32;
-pub use host_split::{host_for_each_run, HostSplit};
+pub use host_split::host_for_each_run;
+pub use splittable::HostSplit;
 pub(crate) use iter::gather_strided;
 
 use crate::device::kernel::{KIn, KOut, Kernel};

@@ -19,7 +19,7 @@
 // the team. A kernel too small to pay for a wake-up splits only while
 // every helper still spins after a previous split
 // ([`for_each_run_if_awake`]; from 2^15 elements for the memory-bound
-// ones, `iter::WARM_SPLIT`): between the products of a training step the
+// ones, `split::WARM_SPLIT`): between the products of a training step the
 // team is awake, so its mid-sized elementwise ops split as OpenMP's do
 // under PyTorch, while a program that runs nothing large never wakes it.
 //
@@ -56,7 +56,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
-use super::host_split::HostSplit;
+use super::splittable::HostSplit;
 use crate::device::fork::PerFork;
 
 /// A part's closure with its borrow's lifetime erased: valid until the

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::iter::PAR_MIN;
+use super::split::PAR_MIN;
 use crate::dtype::Native;
 use crate::shape::Layout;
 

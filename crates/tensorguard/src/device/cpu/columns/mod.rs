@@ -40,8 +40,9 @@ use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 
 use super::elementwise::{with_arith, with_float, Arith};
-use super::iter::{for_each_run, split_runs, PAR_MIN};
-use super::reduce::{split, Lanes};
+use super::iter::for_each_run;
+use super::split::{split_runs, PAR_MIN};
+use super::lanes::{split, Lanes};
 use super::vmath::add_row;
 use crate::device::kernel::{KIn, KOut, ReduceOp};
 use crate::dtype::{DType, Native};

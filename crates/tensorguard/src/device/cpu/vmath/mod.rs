@@ -3,12 +3,14 @@
 //! element, which keeps `exp`, `sigmoid` and `softmax` scalar (PyTorch uses
 //! SLEEF's vector `expf` for the same reason).
 
+#[cfg(target_arch = "x86_64")]
+mod exp512;
 use std::any::TypeId;
 
 use half::{bf16, f16};
 use num_traits::Float;
 
-use super::iter::{split_runs, PAR_HEAVY};
+use super::split::{split_runs, PAR_HEAVY};
 use crate::device::kernel::UnaryOp;
 use crate::dtype::Native;
 
@@ -93,7 +95,7 @@ pub(crate) fn exp_shifted(x: Option<&[f32]>, o: &mut [f32], shift: f32) {
     if std::is_x86_feature_detected!("avx512f") {
         // SAFETY: this cpu has AVX-512F (detected just above), the only
         // requirement of `exp_shifted`.
-        return unsafe { super::exp512::exp_shifted(x, o, shift) };
+        return unsafe { exp512::exp_shifted(x, o, shift) };
     }
     exp_shifted_auto(x, o, shift)
 }
@@ -118,7 +120,7 @@ fn sigmoid_slice(x: Option<&[f32]>, o: &mut [f32]) {
     if std::is_x86_feature_detected!("avx512f") {
         // SAFETY: this cpu has AVX-512F (detected just above), the only
         // requirement of `sigmoid`.
-        return unsafe { super::exp512::sigmoid(x, o) };
+        return unsafe { exp512::sigmoid(x, o) };
     }
     sigmoid_slice_auto(x, o)
 }
@@ -200,7 +202,7 @@ pub(crate) fn exp_f32_fused(x: f32) -> f32 {
 }
 
 /// The constants of [`exp_core`] (and of the AVX-512 `exp`, which must
-/// give its bits: Note [Exp in AVX-512] in `exp512.rs`).
+/// give its bits: Note [Exp in AVX-512] in `vmath/exp512.rs`).
 pub(super) mod exp_consts {
     pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
     /// `ln 2` in two parts, so that `n * LN2_HI` is exact.

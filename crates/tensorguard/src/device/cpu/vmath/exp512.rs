@@ -7,7 +7,7 @@ use std::arch::x86_64::{
     _mm512_scalef_ps, _mm512_set1_ps, _mm512_storeu_ps, _mm512_sub_ps,
 };
 
-use super::vmath::exp_consts as c;
+use super::exp_consts as c;
 
 // Note [Exp in AVX-512]
 // ~~~~~~~~~~~~~~~~~~~~~
