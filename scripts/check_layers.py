@@ -13,7 +13,7 @@ an allowed one, and says when an allowed loop has shrunk, so the list is
 tightened in the same change.
 
 ROOMS are directories whose files must not import each other in a loop
-(alloc/, the CLI's bench/). Their nodes are the room's children (a file,
+(alloc/, the CLI's bench/, every directory of device/ and transfer/). Their nodes are the room's children (a file,
 or a subdirectory as one node) and `mod`, the code of the room's own
 mod.rs. A child's `super::X` / `crate::<room>::X` goes to the child X, or
 to the child that mod.rs re-exports X from, or else to `mod`; mod.rs's
@@ -36,6 +36,15 @@ ROOMS = [
     (SRC / "memory" / "alloc", "crate::memory::alloc"),
     (ROOT / "crates" / "tensorguard-cli" / "src" / "bench", "crate::bench"),
 ]
+# ... and every directory of the device layer and of the transfer ledger,
+# at every depth (device/, device/cpu/, device/cuda/kernels/, ...): the
+# seam that the backends plug into has no loops anywhere.
+for top in ("device", "transfer"):
+    for mod_rs in sorted((SRC / top).rglob("mod.rs")):
+        rel = mod_rs.parent.relative_to(SRC)
+        if rel.parts[-1] == "conformance":
+            continue  # `#[cfg(test)] mod conformance`: unit tests may use anything
+        ROOMS.append((mod_rs.parent, "crate::" + "::".join(rel.parts)))
 
 # The loops that may exist now. Shrink these sets as the floors straighten;
 # never grow them.

@@ -8,9 +8,9 @@ mod config;
 #[cfg(test)]
 mod conformance;
 pub(crate) mod copy;
-pub(crate) mod custom;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
+pub(crate) mod custom;
 mod emulated;
 pub(crate) mod fork;
 pub(crate) mod holds;

@@ -8,8 +8,8 @@ use std::panic::Location;
 use std::sync::{LazyLock, OnceLock};
 
 use super::backend::Backend;
-use super::emulated::Emulated;
 use super::cpu::backend::Cpu;
+use super::emulated::Emulated;
 use super::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, CachingAllocator};

@@ -387,5 +387,4 @@ impl Storage {
         }
         self.uses.lock().last_write.filter(|m| !m.0.is_cpu())
     }
-
 }

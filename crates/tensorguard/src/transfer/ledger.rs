@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::rows::{self, Recent, Table, Tally};
+use super::rows::{self, shorten, Recent, Table, Tally};
 use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
 use crate::device_id::Device;
 use crate::units::format_bytes;
@@ -333,16 +333,6 @@ pub fn report_top(rows: usize) -> String {
         );
     }
     out
-}
-
-/// Keep the end of a long path (the file name matters most).
-pub(super) fn shorten(s: &str, width: usize) -> String {
-    let n = s.chars().count();
-    if n <= width {
-        return s.to_string();
-    }
-    let tail: String = s.chars().skip(n - (width - 1)).collect();
-    format!("…{tail}")
 }
 
 #[cfg(test)]

@@ -92,3 +92,13 @@ impl Tally {
         self.bytes.store(0, Ordering::Relaxed);
     }
 }
+
+/// Keep the end of a long path (the file name matters most).
+pub(super) fn shorten(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(n - (width - 1)).collect();
+    format!("…{tail}")
+}

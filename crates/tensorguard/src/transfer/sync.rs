@@ -387,7 +387,7 @@ pub fn sync_report_top(rows: usize) -> String {
         let _ = writeln!(
             out,
             "{:<36} {:<20} {:<8} {:>8} {:>12}",
-            super::ledger::shorten(&site, 36),
+            super::rows::shorten(&site, 36),
             c.op,
             c.device.to_string(),
             s.syncs,

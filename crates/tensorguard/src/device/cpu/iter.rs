@@ -4,11 +4,10 @@
 
 use smallvec::SmallVec;
 
-use super::splittable::HostSplit;
 use super::split::{split_runs, PAR_MIN, WARM_SPLIT};
+use super::splittable::HostSplit;
 use crate::dtype::Native;
 use crate::shape::Layout;
-
 
 /// Visit the row-major positions `start..end` of `shape` in runs along the
 /// last dim: `f(offsets, len, inner_strides)` per run, one offset per operand.
@@ -65,7 +64,6 @@ pub(crate) fn for_each_run<const N: usize>(
         }
     }
 }
-
 
 /// Whether one run in memory order visits every element of `layouts`
 /// (the output first, all of one shape): each operand laid out in memory

@@ -22,11 +22,10 @@ mod team;
 mod tiled;
 mod vmath;
 
-
 pub use gemm_direct::host_gemm_f32;
 pub use host_split::host_for_each_run;
-pub use splittable::HostSplit;
 pub(crate) use iter::gather_strided;
+pub use splittable::HostSplit;
 
 use crate::device::kernel::{KIn, KOut, Kernel};
 use crate::error::{Error, Result};

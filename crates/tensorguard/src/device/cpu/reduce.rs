@@ -5,9 +5,9 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::columns::{self, Columns};
-use super::lanes::{split, Lanes};
 use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::{drive, for_each_run};
+use super::lanes::{split, Lanes};
 use super::split::PAR_MIN;
 use super::vmath::{softmax_row, sum_dense};
 use crate::dtype::{DType, Native};
@@ -15,8 +15,6 @@ use crate::dtype::{DType, Native};
 use crate::device::kernel::{KIn, KOut, ReduceOp};
 use crate::error::{Error, Result};
 use crate::shape::Layout;
-
-
 
 /// The output layout with size-1 dims at `dims` (keepdim form).
 fn keepdim_layout(out: &Layout, input: &Layout, dims: &[usize]) -> Layout {

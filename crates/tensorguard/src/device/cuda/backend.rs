@@ -491,9 +491,4 @@ impl Cuda {
             c.comm.enqueue(c, send, recv, raw.cast())
         })
     }
-
-    /// The GPU's context.
-    pub(super) fn ctx(&self) -> &'static Ctx {
-        self.ctx
-    }
 }

@@ -41,7 +41,7 @@ fn side(st: &Storage, offset: usize, bytes: usize, op: &'static str) -> Result<S
     }
     match st.device() {
         Device::Cuda(n) => {
-            let ctx = super::cuda_backend(*n)?.ctx();
+            let ctx = super::context::gpu_ctx(*n)?;
             Ok(Side::Gpu(buf.ptr().addr() as u64 + offset as u64, ctx))
         }
         dev => {

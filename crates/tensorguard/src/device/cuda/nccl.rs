@@ -302,7 +302,7 @@ impl Comm {
         let l = lib()?;
         // NCCL runs on the current device: the runtime takes it from the
         // current context, the primary context the backend uses
-        let ctx = super::gpu_ctx(index)?;
+        let ctx = super::context::gpu_ctx(index)?;
         ctx.bind()?;
         let (nranks, me) = match (c_int::try_from(world), c_int::try_from(rank)) {
             (Ok(n), Ok(r)) if rank < world => (n, r),

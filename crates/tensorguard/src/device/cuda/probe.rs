@@ -2,7 +2,7 @@
 
 use cudarc::driver::{result as drv, sys};
 
-use super::{CudaInfo, GpuInfo, CUDA_VERSION};
+use super::info::{CudaInfo, GpuInfo, CUDA_VERSION};
 use crate::error::CudaUnavailable;
 
 /// `major.minor` from the driver's integer version (13000 = 13.0).

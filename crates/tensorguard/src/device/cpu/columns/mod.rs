@@ -41,8 +41,8 @@ use std::mem::MaybeUninit;
 
 use super::elementwise::{with_arith, with_float, Arith};
 use super::iter::for_each_run;
-use super::split::{split_runs, PAR_MIN};
 use super::lanes::{split, Lanes};
+use super::split::{split_runs, PAR_MIN};
 use super::vmath::add_row;
 use crate::device::kernel::{KIn, KOut, ReduceOp};
 use crate::dtype::{DType, Native};

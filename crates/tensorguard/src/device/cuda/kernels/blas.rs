@@ -17,41 +17,17 @@
 //! stream), so no workspace outlives the matmul and leak checks stay exact.
 
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 use cudarc::cublas::sys as cb;
 
+use super::env::{DevArg, Handle, KernelEnv};
 use super::launch::{grid_1d, launch, Args, Strided};
-use super::nvrtc::Source;
-use super::{DevArg, KernelEnv};
+use super::source::Source;
 use crate::device::kernel::Kernel;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
 use crate::shape::{Dims, Layout};
-
-/// The cuBLAS handle of one GPU.
-struct Handle {
-    handle: cb::cublasHandle_t,
-}
-
-// SAFETY: a cuBLAS handle may be used from any thread as long as calls on
-// it do not overlap; it is only reached through `Blas::inner`'s Mutex.
-unsafe impl Send for Handle {}
-
-/// The cuBLAS handle of one GPU (made at the first matmul).
-pub(crate) struct Blas {
-    inner: Mutex<Option<Handle>>,
-}
-
-impl Blas {
-    /// Nothing is created until the first matmul.
-    pub(crate) fn new(_index: usize) -> Blas {
-        Blas {
-            inner: Mutex::new(None),
-        }
-    }
-}
 
 /// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
 fn workspace_bytes(cc: (u32, u32)) -> usize {

@@ -13,9 +13,9 @@
 
 use std::fmt::Write as _;
 
+use super::env::{DevArg, KernelEnv};
 use super::launch::{grid_1d, launch, Args, Strided};
-use super::nvrtc::Source;
-use super::{DevArg, KernelEnv};
+use super::source::Source;
 use crate::device::kernel::{BinaryOp, Kernel};
 use crate::dtype::{with_native, DType, Scalar};
 use crate::error::{Error, Result};
@@ -88,34 +88,6 @@ fn size_suffix(dt: DType) -> &'static str {
         4 => "x32",
         _ => "x64",
     }
-}
-
-/// How many parts elementwise.cu has (`TG_PART` 0 to 15).
-pub(crate) const PARTS: u32 = 16;
-
-/// Copy kernels are parts 1..=8 (by output dtype), arithmetic ones 9..=15.
-const COPY_ORDER: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
-
-/// The part of elementwise.cu (`TG_PART`) that defines kernel `name`
-/// (`None` for a name it does not know: the whole source is compiled).
-pub(crate) fn part(name: &str) -> Option<u32> {
-    let n = name.strip_prefix("tg_")?;
-    let n = n.strip_suffix("_s").unwrap_or(n);
-    if n.starts_with("fill_") || n.starts_with("where_") || n.starts_with("masked_fill_") {
-        return Some(0);
-    }
-    if let Some(rest) = n.strip_prefix("copy_") {
-        let out = rest.split('_').next()?;
-        return COPY_ORDER
-            .iter()
-            .position(|&s| s == out)
-            .map(|i| 1 + i as u32);
-    }
-    let dt = n.rsplit('_').next()?;
-    COPY_ORDER[1..]
-        .iter()
-        .position(|&s| s == dt)
-        .map(|i| 9 + i as u32)
 }
 
 fn internal(op: &'static str, what: &str) -> Error {
@@ -411,6 +383,7 @@ pub(super) fn run(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::device::cuda::kernels::source::elementwise::part;
     use crate::device::kernel::UnaryOp;
 
     const UNARY: [UnaryOp; 8] = [

@@ -6,9 +6,9 @@
 //! source with stride 0 along `dim`. An out-of-range index is reported
 //! through the fault record (code [`FAULT_INDEX`]) and never dereferenced.
 
+use super::env::{DevArg, FaultRecord, KernelEnv};
 use super::launch::{grid_1d, launch, Args, Strided};
-use super::nvrtc::Source;
-use super::{DevArg, FaultRecord, KernelEnv};
+use super::source::Source;
 use crate::device::kernel::Kernel;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -31,17 +31,6 @@ pub(super) fn suffix(dtype: DType) -> &'static str {
     }
 }
 
-/// The part of index.cu (`TG_PART`) that defines kernel `name`: the
-/// position of its dtype suffix in bool, u8, i32, i64, f16, bf16, f32, f64
-/// (`None` for a name it does not know: the whole source is compiled).
-/// The dtypes of the parts of `index.cu`, in part order.
-pub(super) const PARTS: [&str; 8] = ["bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
-
-pub(crate) fn part(name: &str) -> Option<u32> {
-    let dt = name.strip_prefix("tg_")?.rsplit('_').next()?;
-    PARTS.iter().position(|&s| s == dt).map(|k| k as u32)
-}
-
 /// The `index.cu` kernel that runs `kernel` on data of `dtype`.
 pub(super) fn kernel_name(kernel: &Kernel, dtype: DType) -> Result<String> {
     let base = match kernel {
@@ -58,7 +47,7 @@ pub(super) fn kernel_name(kernel: &Kernel, dtype: DType) -> Result<String> {
     Ok(format!("tg_{base}_{}", suffix(dtype)))
 }
 
-/// The text of an index fault (code [`super::FAULT_INDEX`]), worded as the cpu's
+/// The text of an index fault (code [`FAULT_INDEX`](super::env::FAULT_INDEX)), worded as the cpu's
 /// `Error::IndexOutOfRange` after its "`op`: " prefix.
 pub(super) fn index_fault_message(rec: &FaultRecord) -> String {
     format!(
@@ -71,7 +60,7 @@ pub(super) fn index_fault_message(rec: &FaultRecord) -> String {
 }
 
 /// The error the cpu raises for the same bad index (code
-/// [`super::FAULT_INDEX`]), for the op `op` that launched the kernel (the
+/// [`FAULT_INDEX`](super::env::FAULT_INDEX)), for the op `op` that launched the kernel (the
 /// test that the fault text is the cpu's).
 #[cfg(test)]
 pub(super) fn index_fault_error(op: &'static str, rec: &FaultRecord) -> Error {
@@ -353,6 +342,7 @@ fn index_add(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::cuda::kernels::source::index::part;
 
     const DTYPES: [DType; 8] = [
         DType::Bool,
@@ -407,7 +397,7 @@ mod tests {
     #[test]
     fn fault_message_matches_the_cpu() {
         let rec = FaultRecord {
-            code: super::super::FAULT_INDEX,
+            code: super::super::env::FAULT_INDEX,
             _pad: 0,
             launch: 7,
             a: -1,

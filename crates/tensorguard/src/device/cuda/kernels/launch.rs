@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use cudarc::driver::{result as drv, sys};
 use smallvec::SmallVec;
 
-use super::KernelEnv;
+use super::env::KernelEnv;
 use crate::error::{Error, Result};
 use crate::shape::Layout;
 

@@ -25,65 +25,8 @@ use cudarc::driver::{result as drv, sys};
 use cudarc::nvrtc::{result as rtc, sys as rtc_sys};
 use parking_lot::{Mutex, RwLock};
 
+use super::source::Source;
 use crate::error::{Error, Result};
-
-/// common.cuh, prepended to every source.
-const COMMON: &str = include_str!("common.cuh");
-
-/// The CUDA C sources (each compiled as common.cuh + the file, into one
-/// module per GPU, or one per part, at first use).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Source {
-    /// elementwise.cu: copy/cast, fill, unary, binary, clamp, where, masked_fill.
-    Elementwise,
-    /// reduce.cu: reductions and softmax.
-    Reduce,
-    /// index.cu: index_select, gather, cat, index_add.
-    Index,
-}
-
-impl Source {
-    /// Every source.
-    pub(crate) const ALL: [Source; 3] = [Source::Elementwise, Source::Reduce, Source::Index];
-
-    /// The text NVRTC compiles: common.cuh + the file.
-    pub(crate) fn text(self) -> String {
-        let body = match self {
-            Source::Elementwise => include_str!("elementwise.cu"),
-            Source::Reduce => include_str!("reduce.cu"),
-            Source::Index => include_str!("index.cu"),
-        };
-        format!("{COMMON}\n#line 1 \"{}\"\n{body}", self.file())
-    }
-
-    /// The file name (for errors and cache entries).
-    pub(crate) fn file(self) -> &'static str {
-        match self {
-            Source::Elementwise => "elementwise.cu",
-            Source::Reduce => "reduce.cu",
-            Source::Index => "index.cu",
-        }
-    }
-
-    /// The parts of the source (`-DTG_PART=k`), each compiled as one module.
-    pub(crate) fn parts(self) -> std::ops::Range<u32> {
-        match self {
-            Source::Elementwise => 0..super::elementwise::PARTS,
-            Source::Reduce => 0..super::reduce::PARTS.len() as u32,
-            Source::Index => 0..super::index::PARTS.len() as u32,
-        }
-    }
-
-    /// The part of the source that defines kernel `name` (`None`: the
-    /// whole source is one part).
-    pub(crate) fn part(self, name: &str) -> Option<u32> {
-        match self {
-            Source::Elementwise => super::elementwise::part(name),
-            Source::Reduce => super::reduce::part(name),
-            Source::Index => super::index::part(name),
-        }
-    }
-}
 
 /// A driver handle that the driver lets any thread use (the context is
 /// made current by the caller).

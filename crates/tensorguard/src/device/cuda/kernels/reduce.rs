@@ -8,9 +8,9 @@
 
 use smallvec::SmallVec;
 
+use super::env::{DevArg, KernelEnv};
 use super::launch::{grid_1d, launch, Args, Strided};
-use super::nvrtc::Source;
-use super::{DevArg, KernelEnv};
+use super::source::Source;
 use crate::device::kernel::{Kernel, ReduceOp};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -31,16 +31,6 @@ fn suffix(dtype: DType) -> &'static str {
         DType::F32 => "f32",
         DType::F64 => "f64",
     }
-}
-
-/// The dtype suffixes of `reduce.cu`'s parts, in part order.
-pub(super) const PARTS: [&str; 7] = ["u8", "i32", "i64", "f16", "bf16", "f32", "f64"];
-
-/// The part of reduce.cu (`TG_PART`) that defines kernel `name` (`None`
-/// for a name it does not know: the whole source is compiled).
-pub(crate) fn part(name: &str) -> Option<u32> {
-    let dt = name.strip_prefix("tg_")?.rsplit('_').next()?;
-    PARTS.iter().position(|&s| s == dt).map(|k| k as u32)
 }
 
 /// The part block (`#if <prefix>_WANT(k)`) each line of a source is in.
@@ -368,6 +358,7 @@ fn softmax(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::cuda::kernels::source::reduce::part;
 
     const DTYPES: [DType; 8] = [
         DType::Bool,
