@@ -30,12 +30,7 @@ fn forward(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     h4.mean()
 }
 
-common::test_device!(
-    saved_tensors_are_freed_by_backward_and_with_the_graph,
-    saved_tensors_are_freed_by_backward_and_with_the_graph_cpu,
-    saved_tensors_are_freed_by_backward_and_with_the_graph_emu,
-    saved_tensors_are_freed_by_backward_and_with_the_graph_cuda
-);
+common::test_device!(saved_tensors_are_freed_by_backward_and_with_the_graph);
 
 fn saved_tensors_are_freed_by_backward_and_with_the_graph(dev: &Device) -> Result<()> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

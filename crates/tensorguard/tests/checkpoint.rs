@@ -51,12 +51,7 @@ fn gradients_match_without_checkpointing(dev: &Device) -> Result<()> {
     assert!(c.grad().is_none());
     Ok(())
 }
-test_device!(
-    gradients_match_without_checkpointing,
-    gradients_match_without_checkpointing_cpu,
-    gradients_match_without_checkpointing_emu,
-    gradients_match_without_checkpointing_cuda
-);
+test_device!(gradients_match_without_checkpointing);
 
 fn nested_checkpoints_match(dev: &Device) -> Result<()> {
     let x0 = rand(dev, &[3, 5], 4)?;
@@ -86,12 +81,7 @@ fn nested_checkpoints_match(dev: &Device) -> Result<()> {
     assert_eq!(grad_of(&w), gw);
     Ok(())
 }
-test_device!(
-    nested_checkpoints_match,
-    nested_checkpoints_match_cpu,
-    nested_checkpoints_match_emu,
-    nested_checkpoints_match_cuda
-);
+test_device!(nested_checkpoints_match);
 
 fn captured_parameters_alone_get_gradients(dev: &Device) -> Result<()> {
     let x = rand(dev, &[2, 3], 6)?; // does not require grad
@@ -112,12 +102,7 @@ fn captured_parameters_alone_get_gradients(dev: &Device) -> Result<()> {
     assert!(!y.is_requires_grad());
     Ok(())
 }
-test_device!(
-    captured_parameters_alone_get_gradients,
-    captured_parameters_alone_get_gradients_cpu,
-    captured_parameters_alone_get_gradients_emu,
-    captured_parameters_alone_get_gradients_cuda
-);
+test_device!(captured_parameters_alone_get_gradients);
 
 /// The default generator is shared by every test of this binary that draws.
 fn rng_lock() -> MutexGuard<'static, ()> {
@@ -156,12 +141,7 @@ fn random_ops_are_replayed(dev: &Device) -> Result<()> {
     );
     Ok(())
 }
-test_device!(
-    random_ops_are_replayed,
-    random_ops_are_replayed_cpu,
-    random_ops_are_replayed_emu,
-    random_ops_are_replayed_cuda
-);
+test_device!(random_ops_are_replayed);
 
 fn inplace_modification_names_both_sites(dev: &Device) -> Result<()> {
     let x = rand(dev, &[5], 9)?.requires_grad(true)?;
@@ -201,12 +181,7 @@ fn inplace_modification_names_both_sites(dev: &Device) -> Result<()> {
     );
     Ok(())
 }
-test_device!(
-    inplace_modification_names_both_sites,
-    inplace_modification_names_both_sites_cpu,
-    inplace_modification_names_both_sites_emu,
-    inplace_modification_names_both_sites_cuda
-);
+test_device!(inplace_modification_names_both_sites);
 
 trait XTanhX {
     /// An op whose formula saves its input and output (`x * tanh(x)`).
@@ -294,9 +269,4 @@ fn autocast_state_is_replayed(dev: &Device) -> Result<()> {
     assert_eq!(grad_of(&w), gw);
     Ok(())
 }
-test_device!(
-    autocast_state_is_replayed,
-    autocast_state_is_replayed_cpu,
-    autocast_state_is_replayed_emu,
-    autocast_state_is_replayed_cuda
-);
+test_device!(autocast_state_is_replayed);

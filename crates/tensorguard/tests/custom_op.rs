@@ -111,12 +111,7 @@ fn mul2_values(dev: &Device) -> Result<()> {
     assert_eq!(z.to_vec::<f32>()?, vec![1.0, 9.0, 4.0, 16.0]);
     Ok(())
 }
-common::test_device!(
-    mul2_values,
-    mul2_values_cpu,
-    mul2_values_emu,
-    mul2_values_cuda
-);
+common::test_device!(mul2_values);
 
 fn mul2_gradcheck(dev: &Device) -> Result<()> {
     if host_kernels_only_on(dev)? {
@@ -132,12 +127,7 @@ fn mul2_gradcheck(dev: &Device) -> Result<()> {
         Default::default(),
     )
 }
-common::test_device!(
-    mul2_gradcheck,
-    mul2_gradcheck_cpu,
-    mul2_gradcheck_emu,
-    mul2_gradcheck_cuda
-);
+common::test_device!(mul2_gradcheck);
 
 fn saved_tensor_modified_in_place(dev: &Device) -> Result<()> {
     if host_kernels_only_on(dev)? {
@@ -164,12 +154,7 @@ fn saved_tensor_modified_in_place(dev: &Device) -> Result<()> {
     }
     Ok(())
 }
-common::test_device!(
-    saved_tensor_modified_in_place,
-    saved_tensor_modified_in_place_cpu,
-    saved_tensor_modified_in_place_emu,
-    saved_tensor_modified_in_place_cuda
-);
+common::test_device!(saved_tensor_modified_in_place);
 
 fn no_graph_without_grad(dev: &Device) -> Result<()> {
     if host_kernels_only_on(dev)? {
@@ -188,12 +173,7 @@ fn no_graph_without_grad(dev: &Device) -> Result<()> {
     assert!(z.sum()?.backward().is_err());
     Ok(())
 }
-common::test_device!(
-    no_graph_without_grad,
-    no_graph_without_grad_cpu,
-    no_graph_without_grad_emu,
-    no_graph_without_grad_cuda
-);
+common::test_device!(no_graph_without_grad);
 
 #[test]
 fn inputs_on_two_devices_are_a_device_mismatch() {
@@ -323,12 +303,7 @@ fn scale_grads(dev: &Device) -> Result<()> {
     }
     Ok(())
 }
-common::test_device!(
-    scale_grads,
-    scale_grads_cpu,
-    scale_grads_emu,
-    scale_grads_cuda
-);
+common::test_device!(scale_grads);
 
 /// out[i] = sum_j x[i, j] of an f32 matrix, reading strided inputs itself
 /// when `strided` (else it refuses non-contiguous inputs, which the default
@@ -390,12 +365,7 @@ fn strided_inputs(dev: &Device) -> Result<()> {
     );
     Ok(())
 }
-common::test_device!(
-    strided_inputs,
-    strided_inputs_cpu,
-    strided_inputs_emu,
-    strided_inputs_cuda
-);
+common::test_device!(strided_inputs);
 
 /// A kernel that fails: returns an error, reads its input as the wrong
 /// type, or panics.

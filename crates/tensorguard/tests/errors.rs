@@ -36,12 +36,7 @@ fn f32_tensor(dev: &Device, shape: &[usize]) -> Result<Tensor> {
     Tensor::zeros(shape, DType::F32, dev)
 }
 
-common::test_device!(
-    broadcasting_mismatch,
-    broadcasting_mismatch_cpu,
-    broadcasting_mismatch_emu,
-    broadcasting_mismatch_cuda
-);
+common::test_device!(broadcasting_mismatch);
 
 fn broadcasting_mismatch(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -76,12 +71,7 @@ fn broadcasting_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    matmul_inner_dim_mismatch,
-    matmul_inner_dim_mismatch_cpu,
-    matmul_inner_dim_mismatch_emu,
-    matmul_inner_dim_mismatch_cuda
-);
+common::test_device!(matmul_inner_dim_mismatch);
 
 fn matmul_inner_dim_mismatch(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -116,12 +106,7 @@ fn matmul_inner_dim_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    matmul_dtype_mismatch,
-    matmul_dtype_mismatch_cpu,
-    matmul_dtype_mismatch_emu,
-    matmul_dtype_mismatch_cuda
-);
+common::test_device!(matmul_dtype_mismatch);
 
 fn matmul_dtype_mismatch(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -144,12 +129,7 @@ fn matmul_dtype_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    cat_shape_mismatch,
-    cat_shape_mismatch_cpu,
-    cat_shape_mismatch_emu,
-    cat_shape_mismatch_cuda
-);
+common::test_device!(cat_shape_mismatch);
 
 fn cat_shape_mismatch(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -181,12 +161,7 @@ fn cat_shape_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    select_index_out_of_range,
-    select_index_out_of_range_cpu,
-    select_index_out_of_range_emu,
-    select_index_out_of_range_cuda
-);
+common::test_device!(select_index_out_of_range);
 
 fn select_index_out_of_range(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -285,7 +260,7 @@ fn gather_bad_index_value() -> Result<()> {
     Ok(())
 }
 
-common::test_device!(bad_dim, bad_dim_cpu, bad_dim_emu, bad_dim_cuda);
+common::test_device!(bad_dim);
 
 fn bad_dim(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -341,12 +316,7 @@ fn bad_dim(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    unsqueeze_bad_dim_names_the_real_rank,
-    unsqueeze_bad_dim_names_the_real_rank_cpu,
-    unsqueeze_bad_dim_names_the_real_rank_emu,
-    unsqueeze_bad_dim_names_the_real_rank_cuda
-);
+common::test_device!(unsqueeze_bad_dim_names_the_real_rank);
 
 /// `unsqueeze(4)` on a 2-D tensor: the message must not claim the tensor has
 /// 3 dimensions (the valid range -3..=2 is right, the tensor has 2 dims).
@@ -368,12 +338,7 @@ fn unsqueeze_bad_dim_names_the_real_rank(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    from_vec_length_mismatch,
-    from_vec_length_mismatch_cpu,
-    from_vec_length_mismatch_emu,
-    from_vec_length_mismatch_cuda
-);
+common::test_device!(from_vec_length_mismatch);
 
 fn from_vec_length_mismatch(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -390,12 +355,7 @@ fn from_vec_length_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    view_with_wrong_numel,
-    view_with_wrong_numel_cpu,
-    view_with_wrong_numel_emu,
-    view_with_wrong_numel_cuda
-);
+common::test_device!(view_with_wrong_numel);
 
 fn view_with_wrong_numel(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -411,12 +371,7 @@ fn view_with_wrong_numel(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    item_on_many_elements,
-    item_on_many_elements_cpu,
-    item_on_many_elements_emu,
-    item_on_many_elements_cuda
-);
+common::test_device!(item_on_many_elements);
 
 fn item_on_many_elements(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -429,12 +384,7 @@ fn item_on_many_elements(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    to_vec_with_wrong_element_type,
-    to_vec_with_wrong_element_type_cpu,
-    to_vec_with_wrong_element_type_emu,
-    to_vec_with_wrong_element_type_cuda
-);
+common::test_device!(to_vec_with_wrong_element_type);
 
 fn to_vec_with_wrong_element_type(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -468,12 +418,7 @@ fn to_vec_with_wrong_element_type(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    item_with_wrong_element_type_names_item,
-    item_with_wrong_element_type_names_item_cpu,
-    item_with_wrong_element_type_names_item_emu,
-    item_with_wrong_element_type_names_item_cuda
-);
+common::test_device!(item_with_wrong_element_type_names_item);
 
 /// `item::<i64>()` on a float tensor should name `item`, the op the user
 /// called, not the `to_vec` it uses inside.
@@ -492,12 +437,7 @@ fn item_with_wrong_element_type_names_item(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    mean_of_int_tensor,
-    mean_of_int_tensor_cpu,
-    mean_of_int_tensor_emu,
-    mean_of_int_tensor_cuda
-);
+common::test_device!(mean_of_int_tensor);
 
 fn mean_of_int_tensor(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -530,12 +470,7 @@ fn mean_of_int_tensor(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    softmax_of_int_tensor,
-    softmax_of_int_tensor_cpu,
-    softmax_of_int_tensor_emu,
-    softmax_of_int_tensor_cuda
-);
+common::test_device!(softmax_of_int_tensor);
 
 fn softmax_of_int_tensor(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -564,12 +499,7 @@ fn softmax_of_int_tensor(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    where_with_non_bool_condition,
-    where_with_non_bool_condition_cpu,
-    where_with_non_bool_condition_emu,
-    where_with_non_bool_condition_cuda
-);
+common::test_device!(where_with_non_bool_condition);
 
 fn where_with_non_bool_condition(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -591,12 +521,7 @@ fn where_with_non_bool_condition(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    index_with_non_i64_index,
-    index_with_non_i64_index_cpu,
-    index_with_non_i64_index_emu,
-    index_with_non_i64_index_cuda
-);
+common::test_device!(index_with_non_i64_index);
 
 fn index_with_non_i64_index(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -643,12 +568,7 @@ fn index_with_non_i64_index(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    narrow_past_the_end,
-    narrow_past_the_end_cpu,
-    narrow_past_the_end_emu,
-    narrow_past_the_end_cuda
-);
+common::test_device!(narrow_past_the_end);
 
 fn narrow_past_the_end(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -664,12 +584,7 @@ fn narrow_past_the_end(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    slice_step_zero,
-    slice_step_zero_cpu,
-    slice_step_zero_emu,
-    slice_step_zero_cuda
-);
+common::test_device!(slice_step_zero);
 
 fn slice_step_zero(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -680,12 +595,7 @@ fn slice_step_zero(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    bool_sub_and_neg,
-    bool_sub_and_neg_cpu,
-    bool_sub_and_neg_emu,
-    bool_sub_and_neg_cuda
-);
+common::test_device!(bool_sub_and_neg);
 
 fn bool_sub_and_neg(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -703,12 +613,7 @@ fn bool_sub_and_neg(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    randint_low_not_below_high,
-    randint_low_not_below_high_cpu,
-    randint_low_not_below_high_emu,
-    randint_low_not_below_high_cuda
-);
+common::test_device!(randint_low_not_below_high);
 
 fn randint_low_not_below_high(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -721,12 +626,7 @@ fn randint_low_not_below_high(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    arange_zero_step,
-    arange_zero_step_cpu,
-    arange_zero_step_emu,
-    arange_zero_step_cuda
-);
+common::test_device!(arange_zero_step);
 
 fn arange_zero_step(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -740,12 +640,7 @@ fn arange_zero_step(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    rand_with_int_dtype,
-    rand_with_int_dtype_cpu,
-    rand_with_int_dtype_emu,
-    rand_with_int_dtype_cuda
-);
+common::test_device!(rand_with_int_dtype);
 
 fn rand_with_int_dtype(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -931,12 +826,7 @@ fn huge_random_tensor_is_out_of_memory() {
     ));
 }
 
-common::test_device!(
-    debug_prints_the_explanation,
-    debug_prints_the_explanation_cpu,
-    debug_prints_the_explanation_emu,
-    debug_prints_the_explanation_cuda
-);
+common::test_device!(debug_prints_the_explanation);
 
 /// Errors that escape `main` (or a test) are printed with `Debug`: it
 /// shows the same explanation as `Display`, not the variant's fields.

@@ -980,12 +980,7 @@ fn load_golden() -> BTreeMap<String, Value> {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {path}: {e}"))
 }
 
-test_device!(
-    golden_core,
-    golden_core_cpu,
-    golden_core_emu,
-    golden_core_cuda
-);
+test_device!(golden_core);
 fn golden_core(device: &Device) -> Result<()> {
     DEV.with(|d| d.set(*device));
     let golden = load_golden();

@@ -7,7 +7,7 @@
 //! this target is `test = false` in Cargo.toml so that `cargo test` does not
 //! run the same cases twice. Build it with `scripts/build_gpu_check.sh`
 //! (`cargo test --release --features cuda --test gpu_suite --no-run`), and
-//! run the `_cuda` cases with `gpu_suite _cuda`. Files that set
+//! run the cuda cases with `gpu_suite ::cuda`. Files that set
 //! process-wide state the others would see run as their own binaries only.
 
 mod common;

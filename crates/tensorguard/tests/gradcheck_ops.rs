@@ -102,12 +102,7 @@ fn mask(v: &[bool], shape: &[usize], dev: &Device) -> Tensor {
 // Elementwise binary, with broadcasting
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_add_sub_same_shape_and_broadcast,
-    gc_add_sub_same_shape_and_broadcast_cpu,
-    gc_add_sub_same_shape_and_broadcast_emu,
-    gc_add_sub_same_shape_and_broadcast_cuda
-);
+common::test_device!(gc_add_sub_same_shape_and_broadcast);
 
 fn gc_add_sub_same_shape_and_broadcast(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -128,12 +123,7 @@ fn gc_add_sub_same_shape_and_broadcast(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_mul_div_same_shape_and_broadcast,
-    gc_mul_div_same_shape_and_broadcast_cpu,
-    gc_mul_div_same_shape_and_broadcast_emu,
-    gc_mul_div_same_shape_and_broadcast_cuda
-);
+common::test_device!(gc_mul_div_same_shape_and_broadcast);
 
 fn gc_mul_div_same_shape_and_broadcast(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -162,12 +152,7 @@ fn gc_mul_with_one_input_not_requiring_grad() {
     check(|x| x[1].div(&x[0]), &[a.alias(), k.alias()]);
 }
 
-common::test_device!(
-    gc_pow_tensor_and_scalar_exponents,
-    gc_pow_tensor_and_scalar_exponents_cpu,
-    gc_pow_tensor_and_scalar_exponents_emu,
-    gc_pow_tensor_and_scalar_exponents_cuda
-);
+common::test_device!(gc_pow_tensor_and_scalar_exponents);
 
 fn gc_pow_tensor_and_scalar_exponents(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -191,12 +176,7 @@ fn gc_pow_tensor_and_scalar_exponents(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_maximum_minimum,
-    gc_maximum_minimum_cpu,
-    gc_maximum_minimum_emu,
-    gc_maximum_minimum_cuda
-);
+common::test_device!(gc_maximum_minimum);
 
 fn gc_maximum_minimum(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -218,7 +198,7 @@ fn gc_maximum_minimum(dev: &Device) -> Result<()> {
 // Elementwise unary
 // ---------------------------------------------------------------------------
 
-common::test_device!(gc_unary, gc_unary_cpu, gc_unary_emu, gc_unary_cuda);
+common::test_device!(gc_unary);
 
 fn gc_unary(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -235,12 +215,7 @@ fn gc_unary(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_clamp_family,
-    gc_clamp_family_cpu,
-    gc_clamp_family_emu,
-    gc_clamp_family_cuda
-);
+common::test_device!(gc_clamp_family);
 
 fn gc_clamp_family(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -275,12 +250,7 @@ fn gc_composite_elementwise() {
 // Reductions
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_sum_mean,
-    gc_sum_mean_cpu,
-    gc_sum_mean_emu,
-    gc_sum_mean_cuda
-);
+common::test_device!(gc_sum_mean);
 
 fn gc_sum_mean(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -315,12 +285,7 @@ fn gc_prod() {
     check(|x| x[0].prod(), &[z1.alias()]);
 }
 
-common::test_device!(
-    gc_max_min_amax_amin,
-    gc_max_min_amax_amin_cpu,
-    gc_max_min_amax_amin_emu,
-    gc_max_min_amax_amin_cuda
-);
+common::test_device!(gc_max_min_amax_amin);
 
 fn gc_max_min_amax_amin(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -352,7 +317,7 @@ fn gc_max_min_ties_split_evenly() {
     );
 }
 
-common::test_device!(gc_var_std, gc_var_std_cpu, gc_var_std_emu, gc_var_std_cuda);
+common::test_device!(gc_var_std);
 
 fn gc_var_std(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -370,12 +335,7 @@ fn gc_var_std(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_softmax_log_softmax,
-    gc_softmax_log_softmax_cpu,
-    gc_softmax_log_softmax_emu,
-    gc_softmax_log_softmax_cuda
-);
+common::test_device!(gc_softmax_log_softmax);
 
 fn gc_softmax_log_softmax(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -397,12 +357,7 @@ fn gc_softmax_log_softmax(dev: &Device) -> Result<()> {
 // matmul / mm
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_matmul_all_shapes,
-    gc_matmul_all_shapes_cpu,
-    gc_matmul_all_shapes_emu,
-    gc_matmul_all_shapes_cuda
-);
+common::test_device!(gc_matmul_all_shapes);
 
 fn gc_matmul_all_shapes(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -452,12 +407,7 @@ fn wsum(t: &Tensor) -> Result<Tensor> {
     t.mul(&w)?.sum()
 }
 
-common::test_device!(
-    gc_view_ops,
-    gc_view_ops_cpu,
-    gc_view_ops_emu,
-    gc_view_ops_cuda
-);
+common::test_device!(gc_view_ops);
 
 fn gc_view_ops(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -532,12 +482,7 @@ fn gc_chunk_split() {
 // cat / stack / indexing / masking
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_cat_stack,
-    gc_cat_stack_cpu,
-    gc_cat_stack_emu,
-    gc_cat_stack_cuda
-);
+common::test_device!(gc_cat_stack);
 
 fn gc_cat_stack(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -567,12 +512,7 @@ fn gc_cat_stack(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_index_select_gather,
-    gc_index_select_gather_cpu,
-    gc_index_select_gather_emu,
-    gc_index_select_gather_cuda
-);
+common::test_device!(gc_index_select_gather);
 
 fn gc_index_select_gather(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -588,12 +528,7 @@ fn gc_index_select_gather(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_masked_fill_where,
-    gc_masked_fill_where_cpu,
-    gc_masked_fill_where_emu,
-    gc_masked_fill_where_cuda
-);
+common::test_device!(gc_masked_fill_where);
 
 fn gc_masked_fill_where(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -622,12 +557,7 @@ fn gc_masked_fill_where(dev: &Device) -> Result<()> {
 // Copies, casts and device moves
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_clone_contiguous_to_dtype_to_device,
-    gc_clone_contiguous_to_dtype_to_device_cpu,
-    gc_clone_contiguous_to_dtype_to_device_emu,
-    gc_clone_contiguous_to_dtype_to_device_cuda
-);
+common::test_device!(gc_clone_contiguous_to_dtype_to_device);
 
 /// Copies and casts on the host, and through `dev` and back.
 fn gc_clone_contiguous_to_dtype_to_device(dev: &Device) -> Result<()> {
@@ -657,12 +587,7 @@ fn gc_clone_contiguous_to_dtype_to_device(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_index_add_scatter_add_on_non_leaf,
-    gc_index_add_scatter_add_on_non_leaf_cpu,
-    gc_index_add_scatter_add_on_non_leaf_emu,
-    gc_index_add_scatter_add_on_non_leaf_cuda
-);
+common::test_device!(gc_index_add_scatter_add_on_non_leaf);
 
 fn gc_index_add_scatter_add_on_non_leaf(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -705,12 +630,7 @@ fn gc_index_add_scatter_add_on_non_leaf(dev: &Device) -> Result<()> {
 // In-place ops on non-leaves and through views of non-leaves
 // ---------------------------------------------------------------------------
 
-common::test_device!(
-    gc_inplace_on_non_leaf,
-    gc_inplace_on_non_leaf_cpu,
-    gc_inplace_on_non_leaf_emu,
-    gc_inplace_on_non_leaf_cuda
-);
+common::test_device!(gc_inplace_on_non_leaf);
 
 fn gc_inplace_on_non_leaf(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -839,12 +759,7 @@ fn gc_inplace_on_non_leaf(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gc_inplace_through_views_of_non_leaf,
-    gc_inplace_through_views_of_non_leaf_cpu,
-    gc_inplace_through_views_of_non_leaf_emu,
-    gc_inplace_through_views_of_non_leaf_cuda
-);
+common::test_device!(gc_inplace_through_views_of_non_leaf);
 
 fn gc_inplace_through_views_of_non_leaf(dev: &Device) -> Result<()> {
     let dev = *dev;

@@ -3,9 +3,9 @@
 //! targets, lossy casts, partial overlap) and version counters with the call
 //! site of the last write.
 //!
-//! Each test runs once per device (`common::test_device!`): `_cpu`, `_emu`
-//! (an emulated device of its own, with a leak check) and `_cuda` (skipped,
-//! with the reason, where this build has no CUDA).
+//! Each test runs once per device (`common::test_device!`): `case::cpu`,
+//! `case::emu` (an emulated device of its own, with a leak check) and
+//! `case::cuda` (skipped, with the reason, where this build has no CUDA).
 
 mod common;
 
@@ -27,12 +27,7 @@ fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
 // The article's three examples
 // ---------------------------------------------------------------------------
 
-test_device!(
-    article_1_write_through_transposed_view,
-    article_1_write_through_transposed_view_cpu,
-    article_1_write_through_transposed_view_emu,
-    article_1_write_through_transposed_view_cuda
-);
+test_device!(article_1_write_through_transposed_view);
 fn article_1_write_through_transposed_view(dev: &Device) -> Result<()> {
     let base = Tensor::arange(0, 6, dev)?.view([2, 3])?;
     base.transpose(0, 1)?.add_(1)?;
@@ -41,12 +36,7 @@ fn article_1_write_through_transposed_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    article_2_clone_is_independent_alias_is_not,
-    article_2_clone_is_independent_alias_is_not_cpu,
-    article_2_clone_is_independent_alias_is_not_emu,
-    article_2_clone_is_independent_alias_is_not_cuda
-);
+test_device!(article_2_clone_is_independent_alias_is_not);
 fn article_2_clone_is_independent_alias_is_not(dev: &Device) -> Result<()> {
     let a = Tensor::arange(0.0, 4.0, dev)?;
     let c = a.clone()?;
@@ -74,12 +64,7 @@ fn article_2_clone_is_independent_alias_is_not(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    article_3_all_views_see_writes,
-    article_3_all_views_see_writes_cpu,
-    article_3_all_views_see_writes_emu,
-    article_3_all_views_see_writes_cuda
-);
+test_device!(article_3_all_views_see_writes);
 fn article_3_all_views_see_writes(dev: &Device) -> Result<()> {
     let base = Tensor::zeros([3, 4], DType::F32, dev)?;
     let row = base.select(0, 1)?;
@@ -142,12 +127,7 @@ macro_rules! check_binary {
     })*};
 }
 
-test_device!(
-    binary_inplace_matches_out_of_place,
-    binary_inplace_matches_out_of_place_cpu,
-    binary_inplace_matches_out_of_place_emu,
-    binary_inplace_matches_out_of_place_cuda
-);
+test_device!(binary_inplace_matches_out_of_place);
 fn binary_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     check_binary!(
         dev;
@@ -168,12 +148,7 @@ fn binary_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    binary_inplace_exact_values,
-    binary_inplace_exact_values_cpu,
-    binary_inplace_exact_values_emu,
-    binary_inplace_exact_values_cuda
-);
+test_device!(binary_inplace_exact_values);
 fn binary_inplace_exact_values(dev: &Device) -> Result<()> {
     let b = f32s(dev, &B, &[3])?;
     let t = f32s(dev, &A, &[2, 3])?;
@@ -226,12 +201,7 @@ macro_rules! check_unary {
     })*};
 }
 
-test_device!(
-    unary_inplace_matches_out_of_place,
-    unary_inplace_matches_out_of_place_cpu,
-    unary_inplace_matches_out_of_place_emu,
-    unary_inplace_matches_out_of_place_cuda
-);
+test_device!(unary_inplace_matches_out_of_place);
 fn unary_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     check_unary!(
         dev;
@@ -262,12 +232,7 @@ fn unary_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    clamp_inplace_matches_out_of_place,
-    clamp_inplace_matches_out_of_place_cpu,
-    clamp_inplace_matches_out_of_place_emu,
-    clamp_inplace_matches_out_of_place_cuda
-);
+test_device!(clamp_inplace_matches_out_of_place);
 fn clamp_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     let a = f32s(dev, &A, &[2, 3])?;
     let t = a.clone()?;
@@ -289,12 +254,7 @@ fn clamp_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    fill_and_zero,
-    fill_and_zero_cpu,
-    fill_and_zero_emu,
-    fill_and_zero_cuda
-);
+test_device!(fill_and_zero);
 fn fill_and_zero(dev: &Device) -> Result<()> {
     let t = f32s(dev, &A, &[2, 3])?;
     t.fill_(7.5)?;
@@ -318,12 +278,7 @@ fn fill_and_zero(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    copy_broadcasts_and_casts,
-    copy_broadcasts_and_casts_cpu,
-    copy_broadcasts_and_casts_emu,
-    copy_broadcasts_and_casts_cuda
-);
+test_device!(copy_broadcasts_and_casts);
 fn copy_broadcasts_and_casts(dev: &Device) -> Result<()> {
     // f32 [3] into i32 [2, 3]: broadcast rows, truncate toward zero
     let src = f32s(dev, &[1.7, -2.5, 3.0], &[3])?;
@@ -371,12 +326,7 @@ fn copy_broadcasts_and_casts(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    masked_fill_inplace_matches_out_of_place,
-    masked_fill_inplace_matches_out_of_place_cpu,
-    masked_fill_inplace_matches_out_of_place_emu,
-    masked_fill_inplace_matches_out_of_place_cuda
-);
+test_device!(masked_fill_inplace_matches_out_of_place);
 fn masked_fill_inplace_matches_out_of_place(dev: &Device) -> Result<()> {
     let a = f32s(dev, &A, &[2, 3])?;
     let mask = Tensor::from_vec(vec![true, false, true], [3], dev)?;
@@ -427,12 +377,7 @@ fn failed_kernel_leaves_target_untouched() -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    chained_inplace_ops,
-    chained_inplace_ops_cpu,
-    chained_inplace_ops_emu,
-    chained_inplace_ops_cuda
-);
+test_device!(chained_inplace_ops);
 fn chained_inplace_ops(dev: &Device) -> Result<()> {
     let t = Tensor::arange(0.0, 4.0, dev)?;
     t.add_(1.0)?
@@ -447,12 +392,7 @@ fn chained_inplace_ops(dev: &Device) -> Result<()> {
 // Refused writes
 // ---------------------------------------------------------------------------
 
-test_device!(
-    writing_into_expanded_is_overlapping_write,
-    writing_into_expanded_is_overlapping_write_cpu,
-    writing_into_expanded_is_overlapping_write_emu,
-    writing_into_expanded_is_overlapping_write_cuda
-);
+test_device!(writing_into_expanded_is_overlapping_write);
 fn writing_into_expanded_is_overlapping_write(dev: &Device) -> Result<()> {
     let base = Tensor::ones([1, 3], DType::F32, dev)?;
     let e = base.expand([2, 3])?;
@@ -495,12 +435,7 @@ fn writing_into_expanded_is_overlapping_write(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    int_add_float_is_dtype_mismatch,
-    int_add_float_is_dtype_mismatch_cpu,
-    int_add_float_is_dtype_mismatch_emu,
-    int_add_float_is_dtype_mismatch_cuda
-);
+test_device!(int_add_float_is_dtype_mismatch);
 fn int_add_float_is_dtype_mismatch(dev: &Device) -> Result<()> {
     let i = Tensor::arange(0, 3, dev)?;
     let f = f32s(dev, &[0.5, 0.5, 0.5], &[3])?;
@@ -574,12 +509,7 @@ fn int_add_float_is_dtype_mismatch(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    f16_add_f32_works,
-    f16_add_f32_works_cpu,
-    f16_add_f32_works_emu,
-    f16_add_f32_works_cuda
-);
+test_device!(f16_add_f32_works);
 fn f16_add_f32_works(dev: &Device) -> Result<()> {
     let h = Tensor::ones([3], DType::F16, dev)?;
     let f = f32s(dev, &[0.5, 1.0, 2.0], &[3])?;
@@ -609,12 +539,7 @@ fn f16_add_f32_works(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    full_self_overlap_works,
-    full_self_overlap_works_cpu,
-    full_self_overlap_works_emu,
-    full_self_overlap_works_cuda
-);
+test_device!(full_self_overlap_works);
 fn full_self_overlap_works(dev: &Device) -> Result<()> {
     let x = f32s(dev, &[1.0, 2.0, 3.0], &[3])?;
     x.add_(&x)?;
@@ -637,12 +562,7 @@ fn full_self_overlap_works(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    partial_overlap_is_refused,
-    partial_overlap_is_refused_cpu,
-    partial_overlap_is_refused_emu,
-    partial_overlap_is_refused_cuda
-);
+test_device!(partial_overlap_is_refused);
 fn partial_overlap_is_refused(dev: &Device) -> Result<()> {
     let a = Tensor::arange(0.0, 4.0, dev)?.view([2, 2])?;
     let err = a.add_(&a.t()?).unwrap_err();
@@ -684,12 +604,7 @@ fn partial_overlap_is_refused(dev: &Device) -> Result<()> {
 // Version counters and the call site of the last write
 // ---------------------------------------------------------------------------
 
-test_device!(
-    every_inplace_op_bumps_version_by_one,
-    every_inplace_op_bumps_version_by_one_cpu,
-    every_inplace_op_bumps_version_by_one_emu,
-    every_inplace_op_bumps_version_by_one_cuda
-);
+test_device!(every_inplace_op_bumps_version_by_one);
 fn every_inplace_op_bumps_version_by_one(dev: &Device) -> Result<()> {
     let t = f32s(dev, &[0.5, 1.0, 2.0, 4.0], &[4])?;
     let o = f32s(dev, &[1.0, 1.0, 1.0, 1.0], &[4])?;
@@ -736,12 +651,7 @@ fn every_inplace_op_bumps_version_by_one(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    views_share_the_version_counter,
-    views_share_the_version_counter_cpu,
-    views_share_the_version_counter_emu,
-    views_share_the_version_counter_cuda
-);
+test_device!(views_share_the_version_counter);
 fn views_share_the_version_counter(dev: &Device) -> Result<()> {
     let base = Tensor::zeros([2, 3], DType::F32, dev)?;
     let v1 = base.select(0, 0)?;
@@ -760,12 +670,7 @@ fn views_share_the_version_counter(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    out_of_place_ops_do_not_bump,
-    out_of_place_ops_do_not_bump_cpu,
-    out_of_place_ops_do_not_bump_emu,
-    out_of_place_ops_do_not_bump_cuda
-);
+test_device!(out_of_place_ops_do_not_bump);
 fn out_of_place_ops_do_not_bump(dev: &Device) -> Result<()> {
     let t = f32s(dev, &[1.0, 2.0, 3.0, 4.0], &[2, 2])?;
     t.add_(0.0)?;
@@ -789,12 +694,7 @@ fn out_of_place_ops_do_not_bump(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    clone_starts_at_version_zero,
-    clone_starts_at_version_zero_cpu,
-    clone_starts_at_version_zero_emu,
-    clone_starts_at_version_zero_cuda
-);
+test_device!(clone_starts_at_version_zero);
 fn clone_starts_at_version_zero(dev: &Device) -> Result<()> {
     let t = Tensor::zeros([3], DType::F32, dev)?;
     assert_eq!(t.version(), 0);
@@ -816,12 +716,7 @@ fn clone_starts_at_version_zero(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    last_write_location_is_the_caller,
-    last_write_location_is_the_caller_cpu,
-    last_write_location_is_the_caller_emu,
-    last_write_location_is_the_caller_cuda
-);
+test_device!(last_write_location_is_the_caller);
 fn last_write_location_is_the_caller(dev: &Device) -> Result<()> {
     let t = Tensor::zeros([2, 3], DType::F32, dev)?;
     let (r, line) = (t.add_(1.0).map(|_| ()), line!());
@@ -1057,12 +952,7 @@ fn lending_refuses_device_memory_strided_views_other_dtypes_and_tracked_writes()
     Ok(())
 }
 
-test_device!(
-    lending_waits_for_a_pending_copy_into_pinned_memory,
-    lending_waits_for_a_pending_copy_into_pinned_memory_cpu,
-    lending_waits_for_a_pending_copy_into_pinned_memory_emu,
-    lending_waits_for_a_pending_copy_into_pinned_memory_cuda
-);
+test_device!(lending_waits_for_a_pending_copy_into_pinned_memory);
 fn lending_waits_for_a_pending_copy_into_pinned_memory(dev: &Device) -> Result<()> {
     let nb = tensorguard::transfer::CopyOpts {
         non_blocking: true,

@@ -233,12 +233,7 @@ fn workload(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    no_leaks_and_exact_stats,
-    no_leaks_and_exact_stats_cpu,
-    no_leaks_and_exact_stats_emu,
-    no_leaks_and_exact_stats_cuda
-);
+common::test_device!(no_leaks_and_exact_stats);
 
 fn no_leaks_and_exact_stats(dev: &Device) -> Result<()> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

@@ -93,12 +93,7 @@ fn wait_stream_prevents_a_race() -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    events_order_streams,
-    events_order_streams_cpu,
-    events_order_streams_emu,
-    events_order_streams_cuda
-);
+common::test_device!(events_order_streams);
 
 fn events_order_streams(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -349,12 +344,7 @@ fn current_stream_is_per_thread_and_scoped() -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    cross_stream_use_keeps_memory_until_the_other_stream_is_done,
-    cross_stream_use_keeps_memory_until_the_other_stream_is_done_cpu,
-    cross_stream_use_keeps_memory_until_the_other_stream_is_done_emu,
-    cross_stream_use_keeps_memory_until_the_other_stream_is_done_cuda
-);
+common::test_device!(cross_stream_use_keeps_memory_until_the_other_stream_is_done);
 
 fn cross_stream_use_keeps_memory_until_the_other_stream_is_done(dev: &Device) -> Result<()> {
     let dev = *dev;

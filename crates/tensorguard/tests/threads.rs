@@ -36,12 +36,7 @@ fn with_deadline<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 's
     }
 }
 
-common::test_device!(
-    article_race_with_alias_no_lost_updates,
-    article_race_with_alias_no_lost_updates_cpu,
-    article_race_with_alias_no_lost_updates_emu,
-    article_race_with_alias_no_lost_updates_cuda
-);
+common::test_device!(article_race_with_alias_no_lost_updates);
 
 fn article_race_with_alias_no_lost_updates(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -65,12 +60,7 @@ fn article_race_with_alias_no_lost_updates(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    article_race_with_scope_no_lost_updates,
-    article_race_with_scope_no_lost_updates_cpu,
-    article_race_with_scope_no_lost_updates_emu,
-    article_race_with_scope_no_lost_updates_cuda
-);
+common::test_device!(article_race_with_scope_no_lost_updates);
 
 fn article_race_with_scope_no_lost_updates(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -96,12 +86,7 @@ fn article_race_with_scope_no_lost_updates(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    race_on_int_tensor_with_tensor_operand,
-    race_on_int_tensor_with_tensor_operand_cpu,
-    race_on_int_tensor_with_tensor_operand_emu,
-    race_on_int_tensor_with_tensor_operand_cuda
-);
+common::test_device!(race_on_int_tensor_with_tensor_operand);
 
 fn race_on_int_tensor_with_tensor_operand(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -122,12 +107,7 @@ fn race_on_int_tensor_with_tensor_operand(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    opposite_lock_orders_never_deadlock,
-    opposite_lock_orders_never_deadlock_cpu,
-    opposite_lock_orders_never_deadlock_emu,
-    opposite_lock_orders_never_deadlock_cuda
-);
+common::test_device!(opposite_lock_orders_never_deadlock);
 
 fn opposite_lock_orders_never_deadlock(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -165,12 +145,7 @@ fn opposite_lock_orders_never_deadlock(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    opposite_lock_orders_plain_add_never_deadlock,
-    opposite_lock_orders_plain_add_never_deadlock_cpu,
-    opposite_lock_orders_plain_add_never_deadlock_emu,
-    opposite_lock_orders_plain_add_never_deadlock_cuda
-);
+common::test_device!(opposite_lock_orders_plain_add_never_deadlock);
 
 fn opposite_lock_orders_plain_add_never_deadlock(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -199,12 +174,7 @@ fn opposite_lock_orders_plain_add_never_deadlock(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    copy_between_tensors_in_both_directions_never_deadlocks,
-    copy_between_tensors_in_both_directions_never_deadlocks_cpu,
-    copy_between_tensors_in_both_directions_never_deadlocks_emu,
-    copy_between_tensors_in_both_directions_never_deadlocks_cuda
-);
+common::test_device!(copy_between_tensors_in_both_directions_never_deadlocks);
 
 fn copy_between_tensors_in_both_directions_never_deadlocks(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -234,12 +204,7 @@ const THREADS: usize = 16;
 const ITERS: usize = 50;
 const N: usize = 16;
 
-common::test_device!(
-    stress_mixed_inplace_ops_exact_result,
-    stress_mixed_inplace_ops_exact_result_cpu,
-    stress_mixed_inplace_ops_exact_result_emu,
-    stress_mixed_inplace_ops_exact_result_cuda
-);
+common::test_device!(stress_mixed_inplace_ops_exact_result);
 
 fn stress_mixed_inplace_ops_exact_result(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -337,12 +302,7 @@ fn stress_mixed_inplace_ops_exact_result(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    many_threads_write_disjoint_views_of_one_base,
-    many_threads_write_disjoint_views_of_one_base_cpu,
-    many_threads_write_disjoint_views_of_one_base_emu,
-    many_threads_write_disjoint_views_of_one_base_cuda
-);
+common::test_device!(many_threads_write_disjoint_views_of_one_base);
 
 fn many_threads_write_disjoint_views_of_one_base(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -366,12 +326,7 @@ fn many_threads_write_disjoint_views_of_one_base(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    readers_never_see_a_half_written_tensor,
-    readers_never_see_a_half_written_tensor_cpu,
-    readers_never_see_a_half_written_tensor_emu,
-    readers_never_see_a_half_written_tensor_cuda
-);
+common::test_device!(readers_never_see_a_half_written_tensor);
 
 fn readers_never_see_a_half_written_tensor(dev: &Device) -> Result<()> {
     let dev = *dev;
@@ -400,12 +355,7 @@ fn readers_never_see_a_half_written_tensor(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    reductions_split_by_elements_read_match_one_lane,
-    reductions_split_by_elements_read_match_one_lane_cpu,
-    reductions_split_by_elements_read_match_one_lane_emu,
-    reductions_split_by_elements_read_match_one_lane_cuda
-);
+common::test_device!(reductions_split_by_elements_read_match_one_lane);
 /// A reduction splits its outputs over the pool by the elements it reads:
 /// three sums of 300,000 elements run on three threads' chunks. Each must be
 /// the very bits of the same row reduced alone (one output: no split).
@@ -440,12 +390,7 @@ fn reductions_split_by_elements_read_match_one_lane(dev: &Device) -> Result<()> 
     Ok(())
 }
 
-common::test_device!(
-    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time,
-    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_cpu,
-    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_emu,
-    a_full_sum_split_over_the_pool_gives_the_same_bits_every_time_cuda
-);
+common::test_device!(a_full_sum_split_over_the_pool_gives_the_same_bits_every_time);
 /// A sum over all of 4M f64 (split over the pool in chunks) adds its
 /// chunks' partials in one order: the same bits on every run, however the
 /// pool split the work. Large values every 997 elements make the order of

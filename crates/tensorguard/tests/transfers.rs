@@ -54,12 +54,7 @@ fn busy(dev: &Device, n: usize) -> Result<Tensor> {
     Ok(s)
 }
 
-common::test_device!(
-    to_returns_self_when_already_there_and_copies_when_asked,
-    to_returns_self_when_already_there_and_copies_when_asked_cpu,
-    to_returns_self_when_already_there_and_copies_when_asked_emu,
-    to_returns_self_when_already_there_and_copies_when_asked_cuda
-);
+common::test_device!(to_returns_self_when_already_there_and_copies_when_asked);
 
 fn to_returns_self_when_already_there_and_copies_when_asked(dev: &Device) -> Result<()> {
     setup();
@@ -491,12 +486,7 @@ fn the_pinned_allocator_caches_blocks_and_counts_them() -> Result<()> {
     Ok(())
 }
 
-common::test_device!(
-    gradients_flow_back_across_devices,
-    gradients_flow_back_across_devices_cpu,
-    gradients_flow_back_across_devices_emu,
-    gradients_flow_back_across_devices_cuda
-);
+common::test_device!(gradients_flow_back_across_devices);
 
 /// From the host to `dev` and back through backward (on the cpu: `to` is
 /// the identity, and the gradient is the same).

@@ -3,9 +3,9 @@
 //! through it reach the base. Ops that must copy (reshape or flatten of a
 //! transposed tensor, contiguous of a non-contiguous one) do not share.
 //!
-//! Each test runs once per device (`common::test_device!`): `_cpu`, `_emu`
-//! (an emulated device of its own, with a leak check) and `_cuda` (skipped,
-//! with the reason, where this build has no CUDA).
+//! Each test runs once per device (`common::test_device!`): `case::cpu`,
+//! `case::emu` (an emulated device of its own, with a leak check) and
+//! `case::cuda` (skipped, with the reason, where this build has no CUDA).
 
 mod common;
 
@@ -78,12 +78,7 @@ fn check_view(
     Ok(())
 }
 
-test_device!(
-    base_is_not_a_view,
-    base_is_not_a_view_cpu,
-    base_is_not_a_view_emu,
-    base_is_not_a_view_cuda
-);
+test_device!(base_is_not_a_view);
 fn base_is_not_a_view(dev: &Device) -> Result<()> {
     let t = Tensor::arange(0.0, 24.0, dev)?;
     assert!(!t.is_view());
@@ -95,12 +90,7 @@ fn base_is_not_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    view_shares_and_writes_through,
-    view_shares_and_writes_through_cpu,
-    view_shares_and_writes_through_emu,
-    view_shares_and_writes_through_cuda
-);
+test_device!(view_shares_and_writes_through);
 fn view_shares_and_writes_through(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     assert_eq!(b.stride(), &[12, 4, 1]);
@@ -112,12 +102,7 @@ fn view_shares_and_writes_through(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    reshape_when_possible_is_a_view,
-    reshape_when_possible_is_a_view_cpu,
-    reshape_when_possible_is_a_view_emu,
-    reshape_when_possible_is_a_view_cuda
-);
+test_device!(reshape_when_possible_is_a_view);
 fn reshape_when_possible_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.reshape([4, 6])?, &[4, 6], &[6, 1], 0)?;
@@ -128,12 +113,7 @@ fn reshape_when_possible_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    transpose_and_t_are_views,
-    transpose_and_t_are_views_cpu,
-    transpose_and_t_are_views_emu,
-    transpose_and_t_are_views_cuda
-);
+test_device!(transpose_and_t_are_views);
 fn transpose_and_t_are_views(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.transpose(0, 2)?, &[4, 3, 2], &[1, 4, 12], 0)?;
@@ -148,12 +128,7 @@ fn transpose_and_t_are_views(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    permute_is_a_view,
-    permute_is_a_view_cpu,
-    permute_is_a_view_emu,
-    permute_is_a_view_cuda
-);
+test_device!(permute_is_a_view);
 fn permute_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.permute([2, 0, 1])?, &[4, 2, 3], &[1, 12, 4], 0)?;
@@ -162,12 +137,7 @@ fn permute_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    narrow_is_a_view,
-    narrow_is_a_view_cpu,
-    narrow_is_a_view_emu,
-    narrow_is_a_view_cuda
-);
+test_device!(narrow_is_a_view);
 fn narrow_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.narrow(1, 1, 2)?, &[2, 2, 4], &[12, 4, 1], 4)?;
@@ -176,12 +146,7 @@ fn narrow_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    select_is_a_view,
-    select_is_a_view_cpu,
-    select_is_a_view_emu,
-    select_is_a_view_cuda
-);
+test_device!(select_is_a_view);
 fn select_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.select(1, 2)?, &[2, 4], &[12, 1], 8)?;
@@ -193,12 +158,7 @@ fn select_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    slice_is_a_view,
-    slice_is_a_view_cpu,
-    slice_is_a_view_emu,
-    slice_is_a_view_cuda
-);
+test_device!(slice_is_a_view);
 fn slice_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.slice(2, 1..3)?, &[2, 3, 2], &[12, 4, 1], 1)?;
@@ -212,12 +172,7 @@ fn slice_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    slice_step_is_a_view,
-    slice_step_is_a_view_cpu,
-    slice_step_is_a_view_emu,
-    slice_step_is_a_view_cuda
-);
+test_device!(slice_step_is_a_view);
 fn slice_step_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.slice_step(2, .., 2)?, &[2, 3, 2], &[12, 4, 2], 0)?;
@@ -231,12 +186,7 @@ fn slice_step_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    expand_is_a_view_that_sees_base_writes,
-    expand_is_a_view_that_sees_base_writes_cpu,
-    expand_is_a_view_that_sees_base_writes_emu,
-    expand_is_a_view_that_sees_base_writes_cuda
-);
+test_device!(expand_is_a_view_that_sees_base_writes);
 fn expand_is_a_view_that_sees_base_writes(dev: &Device) -> Result<()> {
     // An expanded tensor cannot be written in place, so check the other
     // direction: writes to the base are seen through the expanded view.
@@ -270,12 +220,7 @@ fn expand_is_a_view_that_sees_base_writes(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    squeeze_is_a_view,
-    squeeze_is_a_view_cpu,
-    squeeze_is_a_view_emu,
-    squeeze_is_a_view_cuda
-);
+test_device!(squeeze_is_a_view);
 fn squeeze_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     let s = b.view([2, 1, 12, 1])?;
@@ -293,12 +238,7 @@ fn squeeze_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    unsqueeze_is_a_view,
-    unsqueeze_is_a_view_cpu,
-    unsqueeze_is_a_view_emu,
-    unsqueeze_is_a_view_cuda
-);
+test_device!(unsqueeze_is_a_view);
 fn unsqueeze_is_a_view(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.unsqueeze(1)?, &[2, 1, 3, 4], &[12, 12, 4, 1], 0)?;
@@ -311,12 +251,7 @@ fn unsqueeze_is_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    flatten_and_unflatten_are_views,
-    flatten_and_unflatten_are_views_cpu,
-    flatten_and_unflatten_are_views_emu,
-    flatten_and_unflatten_are_views_cuda
-);
+test_device!(flatten_and_unflatten_are_views);
 fn flatten_and_unflatten_are_views(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     check_view(&b, &b.flatten(0, 1)?, &[6, 4], &[4, 1], 0)?;
@@ -348,12 +283,7 @@ fn flatten_and_unflatten_are_views(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    chunk_results_are_views,
-    chunk_results_are_views_cpu,
-    chunk_results_are_views_emu,
-    chunk_results_are_views_cuda
-);
+test_device!(chunk_results_are_views);
 fn chunk_results_are_views(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     let parts = b.chunk(2, 2)?;
@@ -377,12 +307,7 @@ fn chunk_results_are_views(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    split_results_are_views,
-    split_results_are_views_cpu,
-    split_results_are_views_emu,
-    split_results_are_views_cuda
-);
+test_device!(split_results_are_views);
 fn split_results_are_views(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     let parts = b.split(2, 1)?;
@@ -399,12 +324,7 @@ fn split_results_are_views(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    views_of_views_compose,
-    views_of_views_compose_cpu,
-    views_of_views_compose_emu,
-    views_of_views_compose_cuda
-);
+test_device!(views_of_views_compose);
 fn views_of_views_compose(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     let v = b.transpose(0, 1)?.slice(2, 1..)?.select(1, 1)?; // [3, 3]
@@ -412,12 +332,7 @@ fn views_of_views_compose(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    view_of_transposed_is_invalid_view,
-    view_of_transposed_is_invalid_view_cpu,
-    view_of_transposed_is_invalid_view_emu,
-    view_of_transposed_is_invalid_view_cuda
-);
+test_device!(view_of_transposed_is_invalid_view);
 fn view_of_transposed_is_invalid_view(dev: &Device) -> Result<()> {
     let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
@@ -444,12 +359,7 @@ fn view_of_transposed_is_invalid_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    reshape_of_transposed_copies,
-    reshape_of_transposed_copies_cpu,
-    reshape_of_transposed_copies_emu,
-    reshape_of_transposed_copies_cuda
-);
+test_device!(reshape_of_transposed_copies);
 fn reshape_of_transposed_copies(dev: &Device) -> Result<()> {
     let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
@@ -472,12 +382,7 @@ fn reshape_of_transposed_copies(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    reshape_copy_is_not_a_view,
-    reshape_copy_is_not_a_view_cpu,
-    reshape_copy_is_not_a_view_emu,
-    reshape_copy_is_not_a_view_cuda
-);
+test_device!(reshape_copy_is_not_a_view);
 /// PyTorch: `torch.arange(6.).view(2, 3).t().reshape(6)._is_view()` is
 /// `False` (reshape copies through `_unsafe_view`, which is not a view).
 fn reshape_copy_is_not_a_view(dev: &Device) -> Result<()> {
@@ -487,12 +392,7 @@ fn reshape_copy_is_not_a_view(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    contiguous_of_contiguous_is_alias,
-    contiguous_of_contiguous_is_alias_cpu,
-    contiguous_of_contiguous_is_alias_emu,
-    contiguous_of_contiguous_is_alias_cuda
-);
+test_device!(contiguous_of_contiguous_is_alias);
 fn contiguous_of_contiguous_is_alias(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     let c = b.contiguous()?;
@@ -508,12 +408,7 @@ fn contiguous_of_contiguous_is_alias(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    contiguous_of_transposed_is_copy,
-    contiguous_of_transposed_is_copy_cpu,
-    contiguous_of_transposed_is_copy_emu,
-    contiguous_of_transposed_is_copy_cuda
-);
+test_device!(contiguous_of_transposed_is_copy);
 fn contiguous_of_transposed_is_copy(dev: &Device) -> Result<()> {
     let b = Tensor::arange(0.0, 6.0, dev)?.view([2, 3])?;
     let t = b.t()?;
@@ -535,12 +430,7 @@ fn contiguous_of_transposed_is_copy(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    is_contiguous_follows_layout,
-    is_contiguous_follows_layout_cpu,
-    is_contiguous_follows_layout_emu,
-    is_contiguous_follows_layout_cuda
-);
+test_device!(is_contiguous_follows_layout);
 fn is_contiguous_follows_layout(dev: &Device) -> Result<()> {
     let b = base24(dev)?;
     assert!(b.is_contiguous());
@@ -553,12 +443,7 @@ fn is_contiguous_follows_layout(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    views_keep_storage_alive_after_base_drop,
-    views_keep_storage_alive_after_base_drop_cpu,
-    views_keep_storage_alive_after_base_drop_emu,
-    views_keep_storage_alive_after_base_drop_cuda
-);
+test_device!(views_keep_storage_alive_after_base_drop);
 fn views_keep_storage_alive_after_base_drop(dev: &Device) -> Result<()> {
     let v = {
         let b = base24(dev)?;
@@ -570,12 +455,7 @@ fn views_keep_storage_alive_after_base_drop(dev: &Device) -> Result<()> {
     Ok(())
 }
 
-test_device!(
-    elementwise_outputs_keep_the_inputs_memory_order,
-    elementwise_outputs_keep_the_inputs_memory_order_cpu,
-    elementwise_outputs_keep_the_inputs_memory_order_emu,
-    elementwise_outputs_keep_the_inputs_memory_order_cuda
-);
+test_device!(elementwise_outputs_keep_the_inputs_memory_order);
 /// PyTorch's rule (TensorIterator): the output of an elementwise op is
 /// dense in the memory order of its inputs, the first input that orders two
 /// dims deciding. Strides as PyTorch 2.15 prints them for a 3x4 `a`.
@@ -630,12 +510,7 @@ fn elementwise_outputs_keep_the_inputs_memory_order(dev: &Device) -> Result<()> 
     Ok(())
 }
 
-test_device!(
-    clone_keeps_memory_order_contiguous_does_not,
-    clone_keeps_memory_order_contiguous_does_not_cpu,
-    clone_keeps_memory_order_contiguous_does_not_emu,
-    clone_keeps_memory_order_contiguous_does_not_cuda
-);
+test_device!(clone_keeps_memory_order_contiguous_does_not);
 /// `clone` is PyTorch's `preserve_format`; `contiguous` is row-major.
 fn clone_keeps_memory_order_contiguous_does_not(dev: &Device) -> Result<()> {
     let at = base24(dev)?.view([6, 4])?.t()?;

@@ -56,7 +56,7 @@ pub(crate) use child_test_name;
 // ---------------------------------------------------------------------------
 
 /// How many emulated devices a test binary using [`test_device!`]
-/// configures (the most the library allows): each `_emu` case gets one of
+/// configures (the most the library allows): each `case::emu` test gets one of
 /// its own, so its leak check sees only its own memory while the other
 /// cases of the binary run in parallel.
 pub const EMU_DEVICES: usize = tensorguard::device::MAX_EMULATED_DEVICES;
@@ -154,26 +154,30 @@ pub fn run_case_at_root(
 /// `#[test]` per device, as candle-core's `test_device!`:
 ///
 /// ```ignore
-/// common::test_device!(add_works, add_works_cpu, add_works_emu, add_works_cuda);
+/// common::test_device!(add_works);
 /// ```
 ///
-/// `_cpu` runs on the host, `_emu` on an emulated device of its own
-/// ([`fresh_emu`]), `_cuda` on `cuda:0` or prints `skipped: <why>` where
-/// this build has no CUDA. The device runs end with a leak check.
+/// makes the module `add_works` (beside the function: modules and functions
+/// have separate names) with the tests `add_works::cpu` on the host,
+/// `add_works::emu` on an emulated device of its own ([`fresh_emu`]) and
+/// `add_works::cuda` on `cuda:0`, which prints `skipped: <why>` where this
+/// build has no CUDA. The device runs end with a leak check.
 #[allow(unused_macros)] // not every test binary that has `mod common` uses it
 macro_rules! test_device {
-    ($case:ident, $cpu:ident, $emu:ident, $cuda:ident) => {
-        #[test]
-        fn $cpu() -> tensorguard::Result<()> {
-            $crate::common::run_case(tensorguard::Device::Cpu, $case)
-        }
-        #[test]
-        fn $emu() -> tensorguard::Result<()> {
-            $crate::common::run_case($crate::common::fresh_emu(), $case)
-        }
-        #[test]
-        fn $cuda() -> tensorguard::Result<()> {
-            $crate::common::run_case(tensorguard::Device::Cuda(0), $case)
+    ($case:ident) => {
+        mod $case {
+            #[test]
+            fn cpu() -> tensorguard::Result<()> {
+                $crate::common::run_case(tensorguard::Device::Cpu, super::$case)
+            }
+            #[test]
+            fn emu() -> tensorguard::Result<()> {
+                $crate::common::run_case($crate::common::fresh_emu(), super::$case)
+            }
+            #[test]
+            fn cuda() -> tensorguard::Result<()> {
+                $crate::common::run_case(tensorguard::Device::Cuda(0), super::$case)
+            }
         }
     };
 }
