@@ -639,6 +639,14 @@ fn unary(c: &mut Cases) {
     c.ok("unary/exp", move || un()?.exp());
     c.ok("unary/abs", move || un()?.abs());
     c.ok("unary/neg", move || un()?.neg());
+    c.ok("unary/erf", move || un()?.erf());
+    c.ok("unary/erf_tails", || {
+        tf(&[-6.0, -3.0, -1e-8, 1e-8, 0.3, 2.5, 6.0], &[7])?.erf()
+    });
+    c.ok("unary/erf_int64", || ti(&[-2, 0, 1], &[3])?.erf());
+    c.ok("unary/erf_float64", || {
+        Tensor::from_vec(vec![-1.5f64, 0.1, 0.9], [3], &Device::Cpu)?.erf()
+    });
     c.ok("unary/relu_int64", || ti(&[-3, 0, 3], &[3])?.relu());
     c.ok("unary/sigmoid_large", || {
         tf(&[-100.0, -20.0, 20.0, 100.0], &[4])?.sigmoid()

@@ -212,6 +212,7 @@ fn gc_unary(dev: &Device) -> Result<()> {
     check(|x| x[0].relu(), &[a.alias()]);
     check(|x| x[0].sigmoid(), &[a.alias()]);
     check(|x| x[0].tanh(), &[a.alias()]);
+    check(|x| x[0].erf(), &[a.alias()]);
     Ok(())
 }
 

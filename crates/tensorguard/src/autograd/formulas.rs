@@ -3,7 +3,7 @@
 //! the order the op passed its inputs to `record`).
 
 use super::{Backward, Grad, Info, Saved};
-use crate::device::kernel::BinaryOp;
+use crate::device::kernel::{BinaryOp, UnaryOp};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::memory::alloc::Shared;
@@ -142,9 +142,8 @@ pub(crate) fn binary_reads_input(op: BinaryOp, b_is_tensor: bool) -> bool {
 }
 
 /// Whether the unary formula reads its input's value.
-pub(crate) fn unary_reads_input(op: crate::device::kernel::UnaryOp) -> bool {
-    use crate::device::kernel::UnaryOp::*;
-    matches!(op, Abs | Log)
+pub(crate) fn unary_reads_input(op: UnaryOp) -> bool {
+    unary_saved(op).0
 }
 
 /// Gradients of the elementwise binary ops (`a` is the input's value before
@@ -290,27 +289,76 @@ fn unreachable_grad<T>() -> Result<T> {
     ))
 }
 
-/// Gradients of the elementwise unary ops.
-pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
-    use crate::device::kernel::UnaryOp::*;
-    let name = match op {
-        Neg => "NegBackward",
-        Abs => "AbsBackward",
-        Relu => "ReluBackward",
-        Exp => "ExpBackward",
-        Log => "LogBackward",
-        Sqrt => "SqrtBackward",
-        Sigmoid => "SigmoidBackward",
-        Tanh => "TanhBackward",
+/// Which value a unary op's backward reads (its row's `saves`).
+macro_rules! unary_saves {
+    (none) => {
+        (false, false)
     };
+    (input) => {
+        (true, false)
+    };
+    (output) => {
+        (false, true)
+    };
+}
+
+/// The backward of every unary op, from its row in `device/unary.rs`:
+/// its name, the value it saves and its formula.
+macro_rules! unary_backward {
+    ($($V:ident {
+        name: $n:ident, $n_:ident,
+        kind: $kind:ident,
+        doc: $doc:literal,
+        saves: $saves:ident,
+        grad: |$g:ident, $s:pat_param| $grad:expr,
+        $($rest:tt)*
+    };)*) => {
+        /// (reads its input, reads its output) for the backward of `op`.
+        fn unary_saved(op: UnaryOp) -> (bool, bool) {
+            match op {
+                $(UnaryOp::$V => unary_saves!($saves),)*
+            }
+        }
+
+        /// The name of `op`'s backward node (`ExpBackward`, ...).
+        fn unary_backward_name(op: UnaryOp) -> &'static str {
+            match op {
+                $(UnaryOp::$V => concat!(stringify!($V), "Backward"),)*
+            }
+        }
+
+        impl UnaryGrad {
+            pub(super) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
+                let UnaryGrad { op, ain, sa, so } = self;
+                let gi = match op {
+                    $(UnaryOp::$V => {
+                        let $g = g;
+                        let $s: &Tensor = match unary_saves!($saves) {
+                            (true, _) => saved(sa, info)?,
+                            (_, true) => saved(so, info)?,
+                            _ => g,
+                        };
+                        $grad
+                    })*
+                };
+                Ok(vec![ain.reduce(&gi)?])
+            }
+        }
+    };
+}
+crate::device::unary::unary_ops!(unary_backward);
+
+/// Gradients of the elementwise unary ops.
+pub(crate) fn unary(op: UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
+    let (reads_input, reads_output) = unary_saved(op);
     // Note [Formulas in the node]
     Grad {
-        name,
+        name: unary_backward_name(op),
         f: Backward::Unary(UnaryGrad {
             op,
             ain: ElemIn::of(a, out.shape()),
-            sa: unary_reads_input(op).then(|| Saved::new(a)),
-            so: matches!(op, Relu | Exp | Sqrt | Sigmoid | Tanh).then(|| Saved::new(out)),
+            sa: reads_input.then(|| Saved::new(a)),
+            so: reads_output.then(|| Saved::new(out)),
         }),
     }
 }
@@ -318,41 +366,10 @@ pub(crate) fn unary(op: crate::device::kernel::UnaryOp, a: &Tensor, out: &Tensor
 /// What a unary op's backward keeps: its input's shape and dtype, and the
 /// value (input or output) its formula reads.
 pub(crate) struct UnaryGrad {
-    op: crate::device::kernel::UnaryOp,
+    op: UnaryOp,
     ain: ElemIn,
     sa: Option<Saved>,
     so: Option<Saved>,
-}
-
-impl UnaryGrad {
-    pub(super) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
-        use crate::device::kernel::UnaryOp::*;
-        let UnaryGrad { op, ain, sa, so } = self;
-        let gi = match op {
-            Neg => g.neg()?,
-            Abs => {
-                let x = saved(sa, info)?;
-                let sign = x
-                    .gt(0.0)?
-                    .to_dtype(x.dtype())?
-                    .sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
-                g.mul(&sign)?
-            }
-            Relu => g.mul(&saved(so, info)?.gt(0.0)?)?,
-            Exp => g.mul(saved(so, info)?)?,
-            Log => g.div(saved(sa, info)?)?,
-            Sqrt => g.div(&saved(so, info)?.mul(2.0)?)?,
-            Sigmoid => {
-                let y = saved(so, info)?;
-                g.mul(y)?.mul(&y.neg()?.add(1.0)?)?
-            }
-            Tanh => {
-                let y = saved(so, info)?;
-                g.mul(&y.mul(y)?.neg()?.add(1.0)?)?
-            }
-        };
-        Ok(vec![ain.reduce(&gi)?])
-    }
 }
 
 /// clamp: the gradient passes where the input was inside the bounds.

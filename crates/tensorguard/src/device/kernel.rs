@@ -131,54 +131,48 @@ impl Kernel {
     }
 }
 
-/// Elementwise functions of one tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnaryOp {
-    Neg,
-    Abs,
-    Relu,
-    Exp,
-    Log,
-    Sqrt,
-    Sigmoid,
-    Tanh,
-}
-
-impl UnaryOp {
-    /// The name of the in-place variant (`exp_`, ...).
-    pub(crate) fn inplace_name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg_",
-            UnaryOp::Abs => "abs_",
-            UnaryOp::Relu => "relu_",
-            UnaryOp::Exp => "exp_",
-            UnaryOp::Log => "log_",
-            UnaryOp::Sqrt => "sqrt_",
-            UnaryOp::Sigmoid => "sigmoid_",
-            UnaryOp::Tanh => "tanh_",
+/// Makes [`UnaryOp`] and its names from the table's rows.
+macro_rules! unary_enum {
+    ($($V:ident { name: $n:ident, $n_:ident, kind: $kind:ident, $($rest:tt)* };)*) => {
+        /// Elementwise functions of one tensor (one row each in
+        /// `device/unary.rs`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum UnaryOp {
+            $(
+                #[doc = concat!("`", stringify!($n), "`")]
+                $V,
+            )*
         }
-    }
 
-    /// Ops whose result is always floating (ints are promoted).
-    pub(crate) fn is_float_only(self) -> bool {
-        matches!(
-            self,
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Sigmoid | UnaryOp::Tanh
-        )
-    }
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Tanh => "tanh",
+        impl UnaryOp {
+            /// Every unary op, in the table's order.
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [UnaryOp] = &[$(UnaryOp::$V),*];
+
+            /// The op's name (`exp`, ...): the method, the kernel's name.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(UnaryOp::$V => stringify!($n),)*
+                }
+            }
+
+            /// The name of the in-place variant (`exp_`, ...).
+            pub(crate) fn inplace_name(self) -> &'static str {
+                match self {
+                    $(UnaryOp::$V => stringify!($n_),)*
+                }
+            }
+
+            /// Ops whose result is always floating (ints are promoted).
+            pub(crate) fn is_float_only(self) -> bool {
+                match self {
+                    $(UnaryOp::$V => super::unary::unary_is_float!($kind),)*
+                }
+            }
         }
-    }
+    };
 }
+super::unary::unary_ops!(unary_enum);
 
 /// Elementwise functions of two operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

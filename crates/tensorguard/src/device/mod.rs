@@ -19,6 +19,7 @@ pub(crate) mod registry;
 pub(crate) mod storage;
 mod storage_life;
 mod stream;
+pub(crate) mod unary;
 
 pub use api::{count, set_launch_blocking, synchronize};
 pub use blocking::launch_blocking;
@@ -36,5 +37,4 @@ pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};
 
 pub use crate::device_id::{Device, DeviceKind};
-
 pub(crate) use crate::device_id::StreamId;

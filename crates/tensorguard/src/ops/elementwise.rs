@@ -336,34 +336,26 @@ binary_methods! {
     ge, ge_, Ge, "greater-or-equal test (a bool result)";
 }
 
+/// The `Tensor` methods of every unary op (`exp`, `exp_`, ...), from its
+/// row in `device/unary.rs`.
 macro_rules! unary_methods {
-    ($($name:ident, $name_:ident, $op:ident, $what:literal;)*) => {
+    ($($V:ident { name: $name:ident, $name_:ident, kind: $kind:ident, doc: $what:literal, $($rest:tt)* };)*) => {
         impl Tensor {$(
             #[doc = concat!("Elementwise ", $what, ".")]
             #[track_caller]
             pub fn $name(&self) -> Result<Tensor> {
-                unary(UnaryOp::$op, self, false, Location::caller())
+                unary(UnaryOp::$V, self, false, Location::caller())
             }
             #[doc = concat!("In-place [`", stringify!($name), "`](Tensor::", stringify!($name), "), bumping the version counter.")]
             #[track_caller]
             pub fn $name_(&self) -> Result<&Tensor> {
-                unary(UnaryOp::$op, self, true, Location::caller())?;
+                unary(UnaryOp::$V, self, true, Location::caller())?;
                 Ok(self)
             }
         )*}
     };
 }
-
-unary_methods! {
-    neg, neg_, Neg, "negation";
-    abs, abs_, Abs, "absolute value";
-    relu, relu_, Relu, "`max(x, 0)` (NaN stays NaN)";
-    exp, exp_, Exp, "exponential (integers give the default float dtype)";
-    log, log_, Log, "natural logarithm";
-    sqrt, sqrt_, Sqrt, "square root";
-    sigmoid, sigmoid_, Sigmoid, "logistic sigmoid `1 / (1 + exp(-x))`";
-    tanh, tanh_, Tanh, "hyperbolic tangent";
-}
+crate::device::unary::unary_ops!(unary_methods);
 
 impl Tensor {
     /// Clamp every element into `[min, max]` (PyTorch's `clamp`; NaN stays

@@ -221,46 +221,71 @@ fn missing() -> Error {
     )
 }
 
-pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
-    let dt = out.dtype;
-    let ol = out.layout;
-    if op.is_float_only() {
-        return with_float!(dt, T => {
-            let o: &mut [T] = out.buf.typed_mut();
-            let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
-            if let Some((xd, od)) = dense(o, ol, x) {
-                if dense_unary(op, xd, od) {
-                    return Ok(());
-                }
-            }
-            match op {
-                UnaryOp::Exp => un(o, ol, x, PAR_HEAVY, |v: T| v.vexp()),
-                UnaryOp::Log => un(o, ol, x, PAR_HEAVY, |v: T| v.ln()),
-                UnaryOp::Sqrt => un(o, ol, x, PAR_HEAVY, |v: T| v.sqrt()),
-                UnaryOp::Sigmoid => un(o, ol, x, PAR_HEAVY, sigmoid::<T>),
-                UnaryOp::Tanh => un(o, ol, x, PAR_HEAVY, |v: T| v.tanh()),
-                _ => {}
-            }
-            Ok(())
-        });
-    }
-    with_arith!(dt, T => {
-        let o: &mut [T] = out.buf.typed_mut();
-        let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
-        let zero = T::zero();
-        match op {
-            UnaryOp::Neg => un(o, ol, x, PAR_MIN, |v: T| Arith::neg(v)),
-            UnaryOp::Abs => un(o, ol, x, PAR_MIN, |v: T| Arith::abs(v)),
-            // NaN and -0.0 stay as they are, as in PyTorch. Written as a
-            // select on `v < 0` over a copied zero (`move`) so that it
-            // compiles to a branch-free vector loop: a branch on the sign
-            // of random data mispredicts half the time.
-            UnaryOp::Relu => un(o, ol, x, PAR_MIN, move |v: T| if v < zero { zero } else { v }),
-            _ => {}
-        }
+/// One arm of the host kernel's dispatch: the row's kernel in the branch of
+/// its kind (float rows run on float dtypes only); the other branch is
+/// never taken (`unary` picks the branch by the op's kind).
+macro_rules! host_arm {
+    (float, float, $e:expr) => {{
+        $e;
         Ok(())
-    })
+    }};
+    (arith, arith, $e:expr) => {{
+        $e;
+        Ok(())
+    }};
+    ($row:ident, $branch:ident, $e:expr) => {
+        Err(Error::invalid(
+            "kernel",
+            concat!(
+                "internal error: a ",
+                stringify!($row),
+                " op reached the ",
+                stringify!($branch),
+                " host kernels"
+            ),
+        ))
+    };
 }
+
+/// The host kernel of every unary op, from its row in `device/unary.rs`.
+macro_rules! host_unary {
+    ($($V:ident {
+        name: $n:ident, $n_:ident,
+        kind: $kind:ident,
+        doc: $doc:literal,
+        saves: $saves:ident,
+        grad: |$g:ident, $s:pat_param| $grad:expr,
+        host: |$v:ident| $host:expr,
+        $($rest:tt)*
+    };)*) => {
+        pub(crate) fn unary(op: UnaryOp, out: &mut KOut<'_>, a: Option<&KIn<'_>>) -> Result<()> {
+            let dt = out.dtype;
+            let ol = out.layout;
+            if op.is_float_only() {
+                return with_float!(dt, T => {
+                    let o: &mut [T] = out.buf.typed_mut();
+                    let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
+                    if let Some((xd, od)) = dense(o, ol, x) {
+                        if dense_unary(op, xd, od) {
+                            return Ok(());
+                        }
+                    }
+                    match op {
+                        $(UnaryOp::$V => host_arm!($kind, float, un(o, ol, x, PAR_HEAVY, |$v: T| $host)),)*
+                    }
+                });
+            }
+            with_arith!(dt, T => {
+                let o: &mut [T] = out.buf.typed_mut();
+                let x = a.map(|a| (a.buf.typed::<T>(), a.layout));
+                match op {
+                    $(UnaryOp::$V => host_arm!($kind, arith, un(o, ol, x, PAR_MIN, |$v: T| $host)),)*
+                }
+            })
+        }
+    };
+}
+crate::device::unary::unary_ops!(host_unary);
 
 fn check_int_pow(op: BinaryOp, dt: DType, exps: &KIn<'_>) -> Result<()> {
     if op != BinaryOp::Pow || dt.is_float() {

@@ -401,6 +401,10 @@ struct TgTanh {
     static __device__ __forceinline__ float f(float a) { return tanhf(a); }
     static __device__ __forceinline__ double f(double a) { return tanh(a); }
 };
+struct TgErf {
+    static __device__ __forceinline__ float f(float a) { return erff(a); }
+    static __device__ __forceinline__ double f(double a) { return erf(a); }
+};
 
 // Functors on storage values -----------------------------------------------
 
@@ -510,6 +514,10 @@ template <typename T> struct TgMaskedFill {
 #define TG_SCALAR_EXTRA(T) TG_COMMA T s TG_COMMA int rev
 #define TG_CLAMP_EXTRA(T) TG_COMMA T lo TG_COMMA T hi TG_COMMA int has_lo TG_COMMA int has_hi
 #define TG_VALUE_EXTRA(T) TG_COMMA T value
+
+// The unary kernels (TgUn over each functor above) are not written here:
+// source.rs appends their TG_K1 lines to this text, generated from the rows
+// of device/unary.rs (Note [One table per op family]).
 
 // Kernels are grouped in parts (TG_PART, set by nvrtc.rs with -DTG_PART=k)
 // so a process compiles only the parts it uses; without TG_PART every part
@@ -632,11 +640,8 @@ TG_K1(tg_copy_f64_f32, double, float, TG_NOEXTRA, (TgCast<double, float>()))
 TG_K1(tg_copy_f64_f64, double, double, TG_NOEXTRA, (TgCast<double, double>()))
 #endif
 
-// Part 9: unary, binary, binary with a scalar, clamp on u8 (bool runs as u8).
+// Part 9: binary, binary with a scalar, clamp (and the generated unary kernels) on u8 (bool runs as u8).
 #if TG_WANT(9)
-TG_K1(tg_neg_u8, unsigned char, unsigned char, TG_NOEXTRA, (TgUn<unsigned char, TgNeg>()))
-TG_K1(tg_abs_u8, unsigned char, unsigned char, TG_NOEXTRA, (TgUn<unsigned char, TgAbs>()))
-TG_K1(tg_relu_u8, unsigned char, unsigned char, TG_NOEXTRA, (TgUn<unsigned char, TgRelu>()))
 TG_K2(tg_add_u8, unsigned char, unsigned char, unsigned char, TG_FAULT_EXTRA, (TgBin<unsigned char, TgAdd>()))
 TG_K1(tg_add_scalar_u8, unsigned char, unsigned char, TG_SCALAR_EXTRA(unsigned char), (TgBinS<unsigned char, TgAdd>{s, rev}))
 TG_K2(tg_sub_u8, unsigned char, unsigned char, unsigned char, TG_FAULT_EXTRA, (TgBin<unsigned char, TgSub>()))
@@ -666,11 +671,8 @@ TG_K1(tg_ge_scalar_u8, unsigned char, unsigned char, TG_SCALAR_EXTRA(unsigned ch
 TG_K1(tg_clamp_u8, unsigned char, unsigned char, TG_CLAMP_EXTRA(unsigned char), (TgClamp<unsigned char>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 10: unary, binary, binary with a scalar, clamp on i32 (bool runs as u8).
+// Part 10: binary, binary with a scalar, clamp (and the generated unary kernels) on i32 (bool runs as u8).
 #if TG_WANT(10)
-TG_K1(tg_neg_i32, int, int, TG_NOEXTRA, (TgUn<int, TgNeg>()))
-TG_K1(tg_abs_i32, int, int, TG_NOEXTRA, (TgUn<int, TgAbs>()))
-TG_K1(tg_relu_i32, int, int, TG_NOEXTRA, (TgUn<int, TgRelu>()))
 TG_K2(tg_add_i32, int, int, int, TG_FAULT_EXTRA, (TgBin<int, TgAdd>()))
 TG_K1(tg_add_scalar_i32, int, int, TG_SCALAR_EXTRA(int), (TgBinS<int, TgAdd>{s, rev}))
 TG_K2(tg_sub_i32, int, int, int, TG_FAULT_EXTRA, (TgBin<int, TgSub>()))
@@ -700,11 +702,8 @@ TG_K1(tg_ge_scalar_i32, unsigned char, int, TG_SCALAR_EXTRA(int), (TgCmpS<int, T
 TG_K1(tg_clamp_i32, int, int, TG_CLAMP_EXTRA(int), (TgClamp<int>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 11: unary, binary, binary with a scalar, clamp on i64 (bool runs as u8).
+// Part 11: binary, binary with a scalar, clamp (and the generated unary kernels) on i64 (bool runs as u8).
 #if TG_WANT(11)
-TG_K1(tg_neg_i64, long long, long long, TG_NOEXTRA, (TgUn<long long, TgNeg>()))
-TG_K1(tg_abs_i64, long long, long long, TG_NOEXTRA, (TgUn<long long, TgAbs>()))
-TG_K1(tg_relu_i64, long long, long long, TG_NOEXTRA, (TgUn<long long, TgRelu>()))
 TG_K2(tg_add_i64, long long, long long, long long, TG_FAULT_EXTRA, (TgBin<long long, TgAdd>()))
 TG_K1(tg_add_scalar_i64, long long, long long, TG_SCALAR_EXTRA(long long), (TgBinS<long long, TgAdd>{s, rev}))
 TG_K2(tg_sub_i64, long long, long long, long long, TG_FAULT_EXTRA, (TgBin<long long, TgSub>()))
@@ -734,16 +733,8 @@ TG_K1(tg_ge_scalar_i64, unsigned char, long long, TG_SCALAR_EXTRA(long long), (T
 TG_K1(tg_clamp_i64, long long, long long, TG_CLAMP_EXTRA(long long), (TgClamp<long long>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 12: unary, binary, binary with a scalar, clamp on f16 (bool runs as u8).
+// Part 12: binary, binary with a scalar, clamp (and the generated unary kernels) on f16 (bool runs as u8).
 #if TG_WANT(12)
-TG_K1(tg_neg_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgNeg>()))
-TG_K1(tg_abs_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgAbs>()))
-TG_K1(tg_relu_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgRelu>()))
-TG_K1(tg_exp_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgExp>()))
-TG_K1(tg_log_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgLog>()))
-TG_K1(tg_sqrt_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgSqrt>()))
-TG_K1(tg_sigmoid_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgSigmoid>()))
-TG_K1(tg_tanh_f16, tg_half, tg_half, TG_NOEXTRA, (TgUn<tg_half, TgTanh>()))
 TG_K2(tg_add_f16, tg_half, tg_half, tg_half, TG_FAULT_EXTRA, (TgBin<tg_half, TgAdd>()))
 TG_K1(tg_add_scalar_f16, tg_half, tg_half, TG_SCALAR_EXTRA(tg_half), (TgBinS<tg_half, TgAdd>{s, rev}))
 TG_K2(tg_sub_f16, tg_half, tg_half, tg_half, TG_FAULT_EXTRA, (TgBin<tg_half, TgSub>()))
@@ -773,16 +764,8 @@ TG_K1(tg_ge_scalar_f16, unsigned char, tg_half, TG_SCALAR_EXTRA(tg_half), (TgCmp
 TG_K1(tg_clamp_f16, tg_half, tg_half, TG_CLAMP_EXTRA(tg_half), (TgClamp<tg_half>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 13: unary, binary, binary with a scalar, clamp on bf16 (bool runs as u8).
+// Part 13: binary, binary with a scalar, clamp (and the generated unary kernels) on bf16 (bool runs as u8).
 #if TG_WANT(13)
-TG_K1(tg_neg_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgNeg>()))
-TG_K1(tg_abs_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgAbs>()))
-TG_K1(tg_relu_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgRelu>()))
-TG_K1(tg_exp_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgExp>()))
-TG_K1(tg_log_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgLog>()))
-TG_K1(tg_sqrt_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgSqrt>()))
-TG_K1(tg_sigmoid_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgSigmoid>()))
-TG_K1(tg_tanh_bf16, tg_bf16, tg_bf16, TG_NOEXTRA, (TgUn<tg_bf16, TgTanh>()))
 TG_K2(tg_add_bf16, tg_bf16, tg_bf16, tg_bf16, TG_FAULT_EXTRA, (TgBin<tg_bf16, TgAdd>()))
 TG_K1(tg_add_scalar_bf16, tg_bf16, tg_bf16, TG_SCALAR_EXTRA(tg_bf16), (TgBinS<tg_bf16, TgAdd>{s, rev}))
 TG_K2(tg_sub_bf16, tg_bf16, tg_bf16, tg_bf16, TG_FAULT_EXTRA, (TgBin<tg_bf16, TgSub>()))
@@ -812,16 +795,8 @@ TG_K1(tg_ge_scalar_bf16, unsigned char, tg_bf16, TG_SCALAR_EXTRA(tg_bf16), (TgCm
 TG_K1(tg_clamp_bf16, tg_bf16, tg_bf16, TG_CLAMP_EXTRA(tg_bf16), (TgClamp<tg_bf16>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 14: unary, binary, binary with a scalar, clamp on f32 (bool runs as u8).
+// Part 14: binary, binary with a scalar, clamp (and the generated unary kernels) on f32 (bool runs as u8).
 #if TG_WANT(14)
-TG_K1(tg_neg_f32, float, float, TG_NOEXTRA, (TgUn<float, TgNeg>()))
-TG_K1(tg_abs_f32, float, float, TG_NOEXTRA, (TgUn<float, TgAbs>()))
-TG_K1(tg_relu_f32, float, float, TG_NOEXTRA, (TgUn<float, TgRelu>()))
-TG_K1(tg_exp_f32, float, float, TG_NOEXTRA, (TgUn<float, TgExp>()))
-TG_K1(tg_log_f32, float, float, TG_NOEXTRA, (TgUn<float, TgLog>()))
-TG_K1(tg_sqrt_f32, float, float, TG_NOEXTRA, (TgUn<float, TgSqrt>()))
-TG_K1(tg_sigmoid_f32, float, float, TG_NOEXTRA, (TgUn<float, TgSigmoid>()))
-TG_K1(tg_tanh_f32, float, float, TG_NOEXTRA, (TgUn<float, TgTanh>()))
 TG_K2(tg_add_f32, float, float, float, TG_FAULT_EXTRA, (TgBin<float, TgAdd>()))
 TG_K1(tg_add_scalar_f32, float, float, TG_SCALAR_EXTRA(float), (TgBinS<float, TgAdd>{s, rev}))
 TG_K2(tg_sub_f32, float, float, float, TG_FAULT_EXTRA, (TgBin<float, TgSub>()))
@@ -851,16 +826,8 @@ TG_K1(tg_ge_scalar_f32, unsigned char, float, TG_SCALAR_EXTRA(float), (TgCmpS<fl
 TG_K1(tg_clamp_f32, float, float, TG_CLAMP_EXTRA(float), (TgClamp<float>{lo, hi, has_lo, has_hi}))
 #endif
 
-// Part 15: unary, binary, binary with a scalar, clamp on f64 (bool runs as u8).
+// Part 15: binary, binary with a scalar, clamp (and the generated unary kernels) on f64 (bool runs as u8).
 #if TG_WANT(15)
-TG_K1(tg_neg_f64, double, double, TG_NOEXTRA, (TgUn<double, TgNeg>()))
-TG_K1(tg_abs_f64, double, double, TG_NOEXTRA, (TgUn<double, TgAbs>()))
-TG_K1(tg_relu_f64, double, double, TG_NOEXTRA, (TgUn<double, TgRelu>()))
-TG_K1(tg_exp_f64, double, double, TG_NOEXTRA, (TgUn<double, TgExp>()))
-TG_K1(tg_log_f64, double, double, TG_NOEXTRA, (TgUn<double, TgLog>()))
-TG_K1(tg_sqrt_f64, double, double, TG_NOEXTRA, (TgUn<double, TgSqrt>()))
-TG_K1(tg_sigmoid_f64, double, double, TG_NOEXTRA, (TgUn<double, TgSigmoid>()))
-TG_K1(tg_tanh_f64, double, double, TG_NOEXTRA, (TgUn<double, TgTanh>()))
 TG_K2(tg_add_f64, double, double, double, TG_FAULT_EXTRA, (TgBin<double, TgAdd>()))
 TG_K1(tg_add_scalar_f64, double, double, TG_SCALAR_EXTRA(double), (TgBinS<double, TgAdd>{s, rev}))
 TG_K2(tg_sub_f64, double, double, double, TG_FAULT_EXTRA, (TgBin<double, TgSub>()))

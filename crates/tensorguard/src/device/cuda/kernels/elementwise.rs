@@ -386,16 +386,6 @@ pub(super) mod tests {
     use crate::device::cuda::kernels::source::elementwise::part;
     use crate::device::kernel::UnaryOp;
 
-    const UNARY: [UnaryOp; 8] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Relu,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Sigmoid,
-        UnaryOp::Tanh,
-    ];
     const BINARY: [BinaryOp; 13] = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -425,7 +415,7 @@ pub(super) mod tests {
             Kernel::Where,
             Kernel::MaskedFill(Scalar::Int(1)),
         ];
-        kernels.extend(UNARY.iter().map(|&u| Kernel::Unary(u)));
+        kernels.extend(UnaryOp::ALL.iter().map(|&u| Kernel::Unary(u)));
         kernels.extend(BINARY.iter().map(|&b| Kernel::Binary(b)));
         kernels.extend(BINARY.iter().map(|&b| Kernel::BinaryScalar {
             op: b,
@@ -471,9 +461,15 @@ pub(super) mod tests {
         let text = Source::Elementwise.text();
         let lines = part_of_line(&text);
         let names = every_name();
-        // 64 copies, 4 fills/wheres/masked_fills, 3 * 7 + 5 * 4 unary,
-        // 13 * 7 binary and as many with a scalar, 7 clamps
-        assert_eq!(names.len(), 64 + 12 + 41 + 91 * 2 + 7);
+        // 64 copies, 4 fills/wheres/masked_fills, each unary op on the 7
+        // arithmetic dtypes or the 4 float ones, 13 * 7 binary and as many
+        // with a scalar, 7 clamps
+        let unary: usize = UnaryOp::ALL
+            .iter()
+            .map(|u| if u.is_float_only() { 4 } else { 7 })
+            .sum();
+        assert_eq!(unary, 3 * 7 + 6 * 4);
+        assert_eq!(names.len(), 64 + 12 + unary + 91 * 2 + 7);
         for name in &names {
             let def = format!("({name},");
             let found: Vec<Option<u32>> = lines

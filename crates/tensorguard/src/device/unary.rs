@@ -1,0 +1,153 @@
+//! The elementwise functions of one tensor, each described once (Note [One
+//! table per op family]).
+
+// Note [One table per op family]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An op's facts used to be spread over parallel tables: the name, the
+// in-place name and the dtype rule in `kernel.rs`, the backward's name, what
+// it saves and its formula in `autograd/formulas.rs`, the host kernel's
+// dispatch in `cpu/elementwise.rs`, the `Tensor` methods in
+// `ops/elementwise.rs`, and in CUDA the instantiation lines of every dtype
+// and a hand-kept list meant to check them. A piece left out was a run-time
+// error, on a GPU for the CUDA lines.
+//
+// Now [`unary_ops!`] holds one row per op, and each of those places expands
+// the rows with a macro of its own (`unary_ops!(its_macro)`): the enum and
+// its names (`kernel.rs`), the methods, the backward (name, saved value,
+// formula), the host kernel, and the CUDA instantiations, generated into
+// `elementwise.cu`'s text from the same rows (`cuda/kernels/source.rs`).
+// Every match over the op is exhaustive, so adding a row is all the Rust an
+// op needs; what stays by hand is its CUDA functor (a few lines of C in
+// `elementwise.cu`, which the kernel compile test builds in CI) and, if it
+// earns one, a vector kernel in `cpu/vmath`.
+//
+// A row:
+//
+//     Variant {
+//         name: method, method_,    // the `Tensor` methods (and kernel names)
+//         kind: arith | float,      // `float`: integers promote to the default float
+//         doc: "...",               // the methods' doc: "Elementwise <doc>."
+//         saves: none | input | output,
+//         grad: |g, s| expr,        // the input's gradient from `g` and the saved value
+//         host: |v| expr,           // the host kernel on one element of type `T`
+//         cuda: Functor,            // the functor in elementwise.cu
+//     };
+//
+// `host` is expanded where `T` is the element type (a float type for
+// `float` rows; any arithmetic type for `arith` rows) with `Float`, `VExp`
+// and `Arith` in scope; `grad` where `g` and `s` are `&Tensor`s and `?`
+// returns the backward's error.
+
+/// Calls `$m! { rows }` with the row of every unary op (Note [One table per
+/// op family]).
+macro_rules! unary_ops {
+    ($m:ident) => {
+        $m! {
+            Neg {
+                name: neg, neg_,
+                kind: arith,
+                doc: "negation",
+                saves: none,
+                grad: |g, _s| g.neg()?,
+                host: |v| Arith::neg(v),
+                cuda: TgNeg,
+            };
+            Abs {
+                name: abs, abs_,
+                kind: arith,
+                doc: "absolute value",
+                saves: input,
+                grad: |g, x| {
+                    let sign = x.gt(0.0)?.to_dtype(x.dtype())?.sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
+                    g.mul(&sign)?
+                },
+                host: |v| Arith::abs(v),
+                cuda: TgAbs,
+            };
+            Relu {
+                name: relu, relu_,
+                kind: arith,
+                doc: "`max(x, 0)` (NaN stays NaN)",
+                saves: output,
+                grad: |g, y| g.mul(&y.gt(0.0)?)?,
+                // NaN and -0.0 stay as they are, as in PyTorch. A select on
+                // `v < 0` over a zero so that it compiles to a branch-free
+                // vector loop: a branch on the sign of random data
+                // mispredicts half the time.
+                host: |v| {
+                    let zero = T::zero();
+                    if v < zero { zero } else { v }
+                },
+                cuda: TgRelu,
+            };
+            Exp {
+                name: exp, exp_,
+                kind: float,
+                doc: "exponential (integers give the default float dtype)",
+                saves: output,
+                grad: |g, y| g.mul(y)?,
+                host: |v| v.vexp(),
+                cuda: TgExp,
+            };
+            Log {
+                name: log, log_,
+                kind: float,
+                doc: "natural logarithm",
+                saves: input,
+                grad: |g, x| g.div(x)?,
+                host: |v| v.ln(),
+                cuda: TgLog,
+            };
+            Sqrt {
+                name: sqrt, sqrt_,
+                kind: float,
+                doc: "square root",
+                saves: output,
+                grad: |g, y| g.div(&y.mul(2.0)?)?,
+                host: |v| v.sqrt(),
+                cuda: TgSqrt,
+            };
+            Sigmoid {
+                name: sigmoid, sigmoid_,
+                kind: float,
+                doc: "logistic sigmoid `1 / (1 + exp(-x))`",
+                saves: output,
+                grad: |g, y| g.mul(y)?.mul(&y.neg()?.add(1.0)?)?,
+                host: |v| sigmoid(v),
+                cuda: TgSigmoid,
+            };
+            Tanh {
+                name: tanh, tanh_,
+                kind: float,
+                doc: "hyperbolic tangent",
+                saves: output,
+                grad: |g, y| g.mul(&y.mul(y)?.neg()?.add(1.0)?)?,
+                host: |v| v.tanh(),
+                cuda: TgTanh,
+            };
+            Erf {
+                name: erf, erf_,
+                kind: float,
+                doc: "Gauss error function `erf(x) = 2/sqrt(pi) * integral of exp(-t^2) from 0 to x` (integers give the default float dtype)",
+                saves: input,
+                // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
+                grad: |g, x| g.mul(&x.mul(x)?.neg()?.exp()?.mul(std::f64::consts::FRAC_2_SQRT_PI)?)?,
+                // in f64 (musl's erf, through `libm`), rounded once to `T`
+                host: |v| T::from_f64(libm::erf(v.to_f64())),
+                cuda: TgErf,
+            };
+        }
+    };
+}
+pub(crate) use unary_ops;
+
+/// `true` for a `float` row (integers promote), `false` for an `arith` one.
+macro_rules! unary_is_float {
+    (float) => {
+        true
+    };
+    (arith) => {
+        false
+    };
+}
+pub(crate) use unary_is_float;
