@@ -390,13 +390,54 @@ def check_unsafe():
     return failed
 
 
+# The leaf types of `device_id`, which code inside the crate imports from
+# there and nowhere else (lib.rs and device/mod.rs re-export them for users).
+ONE_PATH = ("Device", "DeviceKind", "StreamId", "Direction")
+OTHER_PATH = re.compile(
+    r"\b(?:crate|super|crate::device)::(?:\{[^;]*?\b(" + "|".join(ONE_PATH) + r")\b[^;]*?\}|("
+    + "|".join(ONE_PATH) + r")\b)"
+)
+
+
+def self_test_one_path():
+    """The one-path check finds each other path, and not the right one."""
+    bad = ["use crate::Device;", "use super::{Storage, StreamId};", "crate::device::Device::Cpu",
+           "use crate::{DType, DeviceKind};", "super::super::Direction"]
+    good = ["use crate::device_id::{Device, StreamId};", "crate::device_id::Device::Cpu",
+            "use super::DeviceTiming;", "use crate::device::Storage;"]
+    assert all(OTHER_PATH.search(b) for b in bad), [b for b in bad if not OTHER_PATH.search(b)]
+    assert not any(OTHER_PATH.search(g) for g in good), [g for g in good if OTHER_PATH.search(g)]
+
+
+def check_one_path():
+    """`Device` and its kin are named as `crate::device_id::X` inside the
+    core crate, never `crate::X`, `crate::device::X` or `super::X` (unit
+    tests may use the public paths)."""
+    failed = False
+    for f in sorted(SRC.rglob("*.rs")):
+        if f.name == "lib.rs" or f == SRC / "device" / "mod.rs" or f == SRC / "transfer" / "mod.rs":
+            continue  # the public re-exports
+        code = strip_tests(strip_comments(f.read_text(encoding="utf-8")))
+        for m in OTHER_PATH.finditer(code):
+            name = m.group(1) or m.group(2)
+            line = code.count("\n", 0, m.start()) + 1
+            print(
+                f"{f.relative_to(ROOT)}:{line}: `{name}` is imported through another path; "
+                f"inside the crate it is `crate::device_id::{name}` (one import path per type)"
+            )
+            failed = True
+    return failed
+
+
 def main():
     self_test()
+    self_test_one_path()
     graph = edges()
     loops = sccs(graph)
     failed = check_rooms()
     failed = check_notes() or failed
     failed = check_unsafe() or failed
+    failed = check_one_path() or failed
     for a, b in FORBIDDEN:
         if b in graph.get(a, set()):
             print(f"{a} imports {b}, which must observe it through crate::hooks instead")
@@ -430,7 +471,8 @@ def main():
     print(
         f"layers ok: {len(graph)} modules, loops only within the allowed sets; "
         f"no loops between the files of {', '.join(str(r.relative_to(ROOT)) for r, _ in ROOMS)}; "
-        "every note of the code is in ARCHITECTURE.md's table; unsafe only in device/ and memory/, "
+        "every note of the code is in ARCHITECTURE.md's table; Device, DeviceKind, StreamId and "
+        "Direction imported from crate::device_id only; unsafe only in device/ and memory/, "
         "each block with its SAFETY comment"
     )
     return 0

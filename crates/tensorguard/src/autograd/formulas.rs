@@ -701,7 +701,7 @@ fn buffer_for(
     base: &Layout,
     view: &Layout,
     dtype: DType,
-    device: &crate::Device,
+    device: &crate::device_id::Device,
 ) -> Result<Tensor> {
     let extent = base.storage_end().max(view.storage_end());
     Tensor::zeros([extent], dtype, device)

@@ -27,7 +27,10 @@ impl Default for GradcheckOptions {
     }
 }
 
-fn leaves(values: &[(Vec<f64>, Vec<usize>, bool)], device: &crate::Device) -> Result<Vec<Tensor>> {
+fn leaves(
+    values: &[(Vec<f64>, Vec<usize>, bool)],
+    device: &crate::device_id::Device,
+) -> Result<Vec<Tensor>> {
     values
         .iter()
         .map(|(v, s, rg)| {

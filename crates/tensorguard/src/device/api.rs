@@ -1,11 +1,12 @@
 //! The device-level public API: parsing and checking devices, counting
 //! them, synchronizing one, and the launch-blocking switch. (`device/mod.rs`
 //! only declares and re-exports, so that the files of `device/` that name
-//! `super::Device` depend on nothing through it.)
+//! `Device` (from `crate::device_id`) depend on nothing through it.)
 
 use std::str::FromStr;
 
-use super::{cuda, registry, Device, DeviceKind};
+use super::{cuda, registry};
+use crate::device_id::{Device, DeviceKind};
 use crate::error::{Error, Result};
 
 impl Device {

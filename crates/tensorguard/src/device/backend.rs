@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 
 use super::copy::CopyJob;
 use super::kernel::{Arg, Kernel};
-use super::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::Result;
 use crate::memory::alloc::{Buffer, CachingAllocator};
 

@@ -106,7 +106,7 @@ pub(crate) fn on_child_pool<R: Send>(f: impl FnOnce() -> R) -> R {
 
 /// The error for work on `device`, whose threads or driver state were made
 /// before this process was forked (Note [After fork]).
-pub(crate) fn device_lost(device: &super::Device, what: &str) -> crate::error::Error {
+pub(crate) fn device_lost(device: &crate::device_id::Device, what: &str) -> crate::error::Error {
     crate::error::Error::Device(format!(
         "{device} cannot run work in this process: it was used before the process was forked, and {what} did not survive the fork (fork() copies only the thread that called it). Use {device} in the parent only, use a device the parent never touched, or start the child with std::process::Command instead of fork()."
     ))

@@ -37,4 +37,3 @@ pub(crate) use stream::{current_stream_id, stream_guard};
 pub use stream::{Event, Stream, StreamGuard};
 
 pub use crate::device_id::{Device, DeviceKind};
-pub(crate) use crate::device_id::StreamId;

@@ -10,7 +10,7 @@ use std::sync::{LazyLock, OnceLock};
 use super::backend::Backend;
 use super::cpu::backend::Cpu;
 use super::emulated::Emulated;
-use super::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, CachingAllocator};
 

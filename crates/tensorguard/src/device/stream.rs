@@ -12,7 +12,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use super::registry::{backend, stream_wait_event};
-use super::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
 
 thread_local! {

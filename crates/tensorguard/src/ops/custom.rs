@@ -38,7 +38,7 @@ const ARG: [&str; 8] = [
 struct InputFacts {
     shape: Vec<usize>,
     dtype: DType,
-    device: crate::Device,
+    device: crate::device_id::Device,
 }
 
 impl Tensor {
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn a_device_without_a_kernel_is_an_error_naming_the_op_and_the_device() {
         let k = Custom(Arc::new(Adapter(Arc::new(HostOnly))));
-        let e = run_device(&k, crate::Device::Cuda(0), 0)
+        let e = run_device(&k, crate::device_id::Device::Cuda(0), 0)
             .unwrap_err()
             .to_string();
         assert!(e.contains("`host_only`"), "{e}");

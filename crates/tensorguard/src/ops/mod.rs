@@ -219,7 +219,7 @@ struct Caller<'a> {
 #[inline(never)]
 fn launch_queued(
     kernel: &Kernel,
-    device: crate::Device,
+    device: crate::device_id::Device,
     outs: &[Out<'_>],
     ins: &[In<'_>],
     new_outputs: bool,

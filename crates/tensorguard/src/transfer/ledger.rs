@@ -12,8 +12,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::rows::{self, shorten, Recent, Table, Tally};
-use super::{detector, enabled, sync, CopyCounts, Direction, TransferStats};
+use super::{detector, enabled, sync, CopyCounts, TransferStats};
 use crate::device_id::Device;
+use crate::device_id::Direction;
 use crate::units::format_bytes;
 
 /// A ledger row's key. The call site is compared by address (a `Location`

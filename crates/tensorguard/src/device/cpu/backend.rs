@@ -9,7 +9,7 @@ use super::exec::execute;
 use crate::device::backend::{Backend, HostFn, Launch, Mark};
 use crate::device::copy::{CopyJob, ItemClock};
 use crate::device::kernel::{Arg, Kernel};
-use crate::device::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::Result;
 use crate::memory::alloc::{Buffer, CachingAllocator};
 

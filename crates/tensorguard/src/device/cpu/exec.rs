@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use crate::device::holds::{hold_all, wait_until_free, Hold as Guard};
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
 use crate::device::Storage;
-use crate::device::StreamId;
+use crate::device_id::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
 use crate::shape::Layout;

@@ -10,7 +10,8 @@ use smallvec::smallvec;
 
 use super::stream::{CudaStream, Item};
 use crate::device::copy::CopyJob;
-use crate::device::{Device, Storage};
+use crate::device::Storage;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 use crate::memory::alloc::cuda::driver_error;
 use crate::memory::alloc::PeerAccess;

@@ -5,7 +5,8 @@ use std::sync::OnceLock;
 use super::backend::Cuda;
 use super::context::{gpu_ctx, no_such_gpu};
 use super::cuda_info;
-use crate::device::{fork, Device};
+use crate::device::fork;
+use crate::device_id::Device;
 use crate::error::{Error, Result};
 
 /// The fork generation in which the first GPU backend was made (`u64::MAX`

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use super::fault::FaultRing;
 use crate::device::storage::Poison;
 use crate::device::Storage;
-use crate::device::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::cuda::driver_error;
 use crate::memory::alloc::Shared;

@@ -16,7 +16,7 @@ use super::backend::{Backend, HostFn, Launch, Mark};
 use super::copy::CopyJob;
 use super::cpu::exec::staging_bytes;
 use super::kernel::Task;
-use super::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::{Buffer, CachingAllocator, HostRaw};
 use worker::{Work, Worker};

@@ -15,7 +15,7 @@ use crate::device::copy::{CopyJob, ItemClock};
 use crate::device::cpu::exec::execute_queued;
 use crate::device::kernel::Task;
 use crate::device::storage::Poison;
-use crate::device::{Device, StreamId};
+use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::alloc::Shared;
 

@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 
-use super::{Allocation, StreamId, MIN_BLOCK_SIZE, SMALL_SIZE};
+use super::{Allocation, MIN_BLOCK_SIZE, SMALL_SIZE};
+use crate::device_id::StreamId;
 use crate::memory::alloc::history::{Action, History};
 use crate::memory::alloc::raw::{DevicePtr, RawAlloc};
 use crate::memory::alloc::stats::{MemoryStats, StatArray};

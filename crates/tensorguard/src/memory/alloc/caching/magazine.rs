@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::blocks::Inner;
-use super::{Allocation, StreamId, SMALL_SIZE};
+use super::{Allocation, SMALL_SIZE};
+use crate::device_id::StreamId;
 
 /// At most this many blocks wait in one thread's magazine of one allocator
 /// (Note [Magazine bounds]).
