@@ -151,3 +151,20 @@ macro_rules! unary_is_float {
     };
 }
 pub(crate) use unary_is_float;
+
+#[cfg(test)]
+mod tests {
+    use crate::device::kernel::UnaryOp;
+
+    #[test]
+    fn every_row_has_its_own_name_and_the_in_place_name_after_it() {
+        let names: std::collections::HashSet<&str> =
+            UnaryOp::ALL.iter().map(|u| u.name()).collect();
+        assert_eq!(names.len(), UnaryOp::ALL.len(), "two rows share a name");
+        for u in UnaryOp::ALL {
+            assert_eq!(u.inplace_name(), format!("{}_", u.name()), "{u:?}");
+        }
+        assert!(UnaryOp::ALL.contains(&UnaryOp::Erf) && UnaryOp::Erf.is_float_only());
+        assert!(!UnaryOp::Neg.is_float_only());
+    }
+}

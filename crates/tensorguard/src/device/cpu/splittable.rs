@@ -6,7 +6,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// What [`host_for_each_run`] cuts into runs for threads: a mutable slice,
+/// What [`host_for_each_run`](crate::device::host_for_each_run) cuts into runs for threads: a mutable slice,
 /// or a tuple of two to four mutable slices of one length (a kernel that
 /// writes several outputs element by element), all cut at the same
 /// element.
@@ -22,7 +22,7 @@ pub trait HostSplit: sealed::Sealed + Send + Sized {
     /// The first `mid` elements (of every slice) and the rest.
     ///
     /// # Panics
-    /// If `mid` is more than a slice's length ([`host_for_each_run`] only
+    /// If `mid` is more than a slice's length ([`host_for_each_run`](crate::device::host_for_each_run) only
     /// cuts within the length, after checking that the slices agree).
     fn split_at(self, mid: usize) -> (Self, Self);
 }
