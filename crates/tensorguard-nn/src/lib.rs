@@ -31,7 +31,7 @@ pub use layers::{
     BatchNorm, BatchNorm1d, BatchNorm2d, Checkpointed, Conv2d, Dropout, Embedding, Flatten,
     GELUTanh, LayerNorm, Linear, MaxPool2d, ReLU, Sequential, Sigmoid, Tanh, GELU,
 };
-pub use module::{Module, StateDict};
+pub use module::{Epilogue, Module, StateDict};
 
 /// The README's examples (the core's and the training loop), compiled and
 /// run as doc tests here, where both crates are in reach.

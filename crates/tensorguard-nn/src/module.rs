@@ -131,6 +131,61 @@ fn preview_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
+/// An elementwise function applied to a module's output, which the module
+/// may fuse into its last kernel ([`Module::forward_then`]): the
+/// activations that [`Sequential`](crate::Sequential) fuses into the layer
+/// before them.
+///
+/// ```
+/// use tensorguard_nn::{Epilogue, Linear, Module};
+/// use tensorguard_nn::tensorguard::{DType, Device, Tensor};
+/// # fn main() -> tensorguard_nn::tensorguard::Result<()> {
+/// let layer = Linear::new(3, 2, true, &Device::Cpu)?;
+/// let x = Tensor::randn([4, 3], DType::F32, &Device::Cpu)?;
+/// // the bias and the ReLU in one kernel
+/// let y = layer.forward_then(&x, Epilogue::Relu)?;
+/// assert_eq!(y.grad_fn_name(), Some("BiasReluBackward"));
+/// let unfused = layer.forward(&x)?.relu()?;
+/// assert_eq!(y.to_vec::<f32>()?, unfused.to_vec::<f32>()?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Epilogue {
+    /// `max(x, 0)` ([`ReLU`](crate::ReLU)).
+    Relu,
+    /// GELU, exact (erf) form ([`GELU`](crate::GELU)).
+    Gelu,
+    /// GELU, tanh approximation ([`GELUTanh`](crate::GELUTanh)).
+    GeluTanh,
+    /// The hyperbolic tangent ([`Tanh`](crate::Tanh)).
+    Tanh,
+    /// The logistic sigmoid ([`Sigmoid`](crate::Sigmoid)).
+    Sigmoid,
+}
+
+impl Epilogue {
+    /// The function on its own, unfused: the one definition of each
+    /// activation (the activation modules' `forward` call it).
+    #[track_caller]
+    pub fn apply(self, x: &Tensor) -> Result<Tensor> {
+        use crate::ops::{gelu, GeluApproximate};
+        match self {
+            Epilogue::Relu => x.relu(),
+            Epilogue::Gelu => gelu(x, GeluApproximate::None),
+            Epilogue::GeluTanh => gelu(x, GeluApproximate::Tanh),
+            Epilogue::Tanh => x.tanh(),
+            Epilogue::Sigmoid => x.sigmoid(),
+        }
+    }
+
+    /// Whether applying it twice is applying it once (ReLU): a container
+    /// whose last layer is this function already applies it.
+    pub fn is_idempotent(self) -> bool {
+        matches!(self, Epilogue::Relu)
+    }
+}
+
 /// A layer or a model (PyTorch's `nn.Module`).
 ///
 /// Implement [`forward`](Module::forward) and the visitors of your
@@ -181,20 +236,23 @@ pub trait Module: Send + Sync {
         Ok(())
     }
 
-    /// `relu(self.forward(x))`, which a module may compute fused (a
-    /// [`Linear`](crate::Linear) adds its bias and applies the ReLU in one
-    /// kernel). [`Sequential`](crate::Sequential) calls it for a module
-    /// followed by a [`ReLU`](crate::ReLU). The default is the unfused
-    /// composition; an override must give the same result.
-    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward(x)?.relu()
+    /// `then(self.forward(x))`, which a module may compute fused (a
+    /// [`Linear`](crate::Linear) adds its bias and applies a ReLU or a tanh
+    /// GELU in one kernel). [`Sequential`](crate::Sequential) calls it for
+    /// a module followed by an activation ([`as_epilogue`](Module::as_epilogue)).
+    /// The default is the unfused composition; an override must give the
+    /// same result. A new fusion is a new [`Epilogue`] and an override
+    /// here, not a new method.
+    fn forward_then(&self, x: &Tensor, then: Epilogue) -> Result<Tensor> {
+        then.apply(&self.forward(x)?)
     }
 
-    /// Whether this module is a plain ReLU (so that a container may fuse it
-    /// into the module before it, see
-    /// [`forward_relu`](Module::forward_relu)). The default is false.
-    fn is_relu(&self) -> bool {
-        false
+    /// The elementwise function this module is, when it is one (an
+    /// activation: `ReLU`, `GELU`, ...), so that a container may fuse it
+    /// into the module before it (see [`forward_then`](Module::forward_then)).
+    /// The default is `None`.
+    fn as_epilogue(&self) -> Option<Epilogue> {
+        None
     }
 
     /// Switch training mode (dropout, batch norm) for this module and its
@@ -348,11 +406,11 @@ impl<M: Module + ?Sized> Module for Box<M> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (**self).forward(x)
     }
-    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
-        (**self).forward_relu(x)
+    fn forward_then(&self, x: &Tensor, then: Epilogue) -> Result<Tensor> {
+        (**self).forward_then(x, then)
     }
-    fn is_relu(&self) -> bool {
-        (**self).is_relu()
+    fn as_epilogue(&self) -> Option<Epilogue> {
+        (**self).as_epilogue()
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
         (**self).visit_params(prefix, f)

@@ -4,7 +4,7 @@
 use tensorguard_nn::ops::bias_relu;
 use tensorguard_nn::tensorguard::autograd::{gradcheck, GradcheckOptions};
 use tensorguard_nn::tensorguard::{manual_seed, DType, Device, Result, Tensor};
-use tensorguard_nn::{Linear, Module, ReLU, Sequential};
+use tensorguard_nn::{Epilogue, Linear, Module, ReLU, Sequential};
 
 fn assert_close(what: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     assert_eq!(a.shape(), b.shape(), "{what}");
@@ -86,7 +86,7 @@ fn sequential_fuses_linear_and_relu_with_unchanged_results() -> Result<()> {
     let x = Tensor::randn([4, 7], DType::F32, &dev)?;
     let y = model.forward(&x)?;
     // the last layer has no ReLU: its bias-less product is the output
-    let h1 = model.layers()[0].forward_relu(&x)?;
+    let h1 = model.layers()[0].forward_then(&x, Epilogue::Relu)?;
     assert_eq!(h1.grad_fn_name(), Some("BiasReluBackward"));
     // the same layers applied one by one, unfused
     let p = model.parameters();
@@ -106,4 +106,61 @@ fn sequential_fuses_linear_and_relu_with_unchanged_results() -> Result<()> {
         assert_close(&format!("grad {k}"), f, &t.grad().unwrap())?;
     }
     Ok(())
+}
+
+/// Every epilogue through `Sequential`: a `Linear` followed by each
+/// activation gives the unfused result; ReLU and tanh GELU run as their
+/// fused kernels, the others unfused; a nested `Sequential` fuses the
+/// activation after it into its own last layer, and one that ends in a ReLU
+/// does not apply a following ReLU twice.
+#[test]
+fn sequential_fuses_each_epilogue_into_the_layer_before() -> Result<()> {
+    use tensorguard_nn::{GELUTanh, Sigmoid, Tanh, GELU};
+    manual_seed(5);
+    let dev = Device::Cpu;
+    let x = Tensor::randn([3, 4], DType::F32, &dev)?;
+    let acts: [(Box<dyn Module>, Epilogue, &str); 5] = [
+        (Box::new(ReLU), Epilogue::Relu, "BiasReluBackward"),
+        (Box::new(GELUTanh), Epilogue::GeluTanh, "BiasGeluBackward"),
+        (Box::new(GELU), Epilogue::Gelu, "GeluBackward"),
+        (Box::new(Tanh), Epilogue::Tanh, "TanhBackward"),
+        (Box::new(Sigmoid), Epilogue::Sigmoid, "SigmoidBackward"),
+    ];
+    for (act, epilogue, node) in acts {
+        assert_eq!(act.as_epilogue(), Some(epilogue));
+        let lin = Linear::new(4, 5, true, &dev)?;
+        let p = lin.parameters();
+        let unfused = epilogue.apply(&x.matmul(&p[0].t()?)?.add(&p[1])?)?;
+        let model = Sequential::new().add(lin).add(act);
+        let y = model.forward(&x)?;
+        assert_eq!(y.grad_fn_name(), Some(node), "{epilogue:?}");
+        assert_close(&format!("{epilogue:?}"), &y, &unfused)?;
+        // nested: the outer activation fuses into the inner Linear
+        let inner = Sequential::new().add(Linear::new(4, 5, true, &dev)?);
+        let ip = inner.parameters();
+        let expected = epilogue.apply(&x.matmul(&ip[0].t()?)?.add(&ip[1])?)?;
+        let nested = Sequential::new().add(inner).add(epilogue_module(epilogue));
+        let y = nested.forward(&x)?;
+        assert_eq!(y.grad_fn_name(), Some(node), "nested {epilogue:?}");
+        assert_close(&format!("nested {epilogue:?}"), &y, &expected)?;
+    }
+    // a Sequential ending in ReLU, followed by another ReLU: applied once
+    let inner = Sequential::new()
+        .add(Linear::new(4, 5, true, &dev)?)
+        .add(ReLU);
+    let y = Sequential::new().add(inner).add(ReLU).forward(&x)?;
+    assert_eq!(y.grad_fn_name(), Some("BiasReluBackward"));
+    Ok(())
+}
+
+/// The activation module of an epilogue.
+fn epilogue_module(e: Epilogue) -> Box<dyn Module> {
+    use tensorguard_nn::{GELUTanh, Sigmoid, Tanh, GELU};
+    match e {
+        Epilogue::Relu => Box::new(ReLU),
+        Epilogue::GeluTanh => Box::new(GELUTanh),
+        Epilogue::Gelu => Box::new(GELU),
+        Epilogue::Tanh => Box::new(Tanh),
+        _ => Box::new(Sigmoid),
+    }
 }

@@ -2,21 +2,18 @@
 
 use tensorguard::{Result, Tensor};
 
-use crate::Module;
+use crate::{Epilogue, Module};
 
 macro_rules! activation {
-    ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr) => {
-        activation!($(#[$doc])* $name, |$x| $body, false);
-    };
-    ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr, $relu:expr) => {
+    ($(#[$doc:meta])* $name:ident, $epilogue:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
 
         impl Module for $name {
             #[track_caller]
-            fn forward(&self, $x: &Tensor) -> Result<Tensor> {
-                $body
+            fn forward(&self, x: &Tensor) -> Result<Tensor> {
+                Epilogue::$epilogue.apply(x)
             }
             fn visit_params(&self, _: &str, _: &mut dyn FnMut(&str, &Tensor)) {}
             fn visit_params_mut(
@@ -29,8 +26,8 @@ macro_rules! activation {
             fn describe(&self) -> String {
                 concat!(stringify!($name), "()").to_string()
             }
-            fn is_relu(&self) -> bool {
-                $relu
+            fn as_epilogue(&self) -> Option<Epilogue> {
+                Some(Epilogue::$epilogue)
             }
         }
     };
@@ -39,28 +36,27 @@ macro_rules! activation {
 activation!(
     /// `max(x, 0)` (PyTorch's `nn.ReLU`).
     ReLU,
-    |x| x.relu(),
-    true
+    Relu
 );
 activation!(
     /// The hyperbolic tangent (PyTorch's `nn.Tanh`).
     Tanh,
-    |x| x.tanh()
+    Tanh
 );
 activation!(
     /// The logistic sigmoid (PyTorch's `nn.Sigmoid`).
     Sigmoid,
-    |x| x.sigmoid()
+    Sigmoid
 );
 activation!(
     /// GELU with PyTorch's exact (erf) form, `x * Φ(x)` (PyTorch's
     /// `nn.GELU()`), as one fused kernel forward and one backward.
     GELU,
-    |x| crate::ops::gelu(x, crate::ops::GeluApproximate::None)
+    Gelu
 );
 activation!(
     /// GELU with the tanh approximation (PyTorch's
     /// `nn.GELU(approximate='tanh')`).
     GELUTanh,
-    |x| crate::ops::gelu(x, crate::ops::GeluApproximate::Tanh)
+    GeluTanh
 );

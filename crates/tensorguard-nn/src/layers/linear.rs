@@ -4,7 +4,7 @@ use tensorguard::{DType, Device, Error, Result, Tensor};
 
 use crate::init;
 use crate::module::{visit_named, visit_named_mut};
-use crate::Module;
+use crate::{Epilogue, Module};
 
 /// A fully connected layer (PyTorch's `nn.Linear`): `y = x @ weight.T +
 /// bias` over the last dimension of `x`, with PyTorch's default
@@ -127,14 +127,22 @@ impl Module for Linear {
         }
     }
 
-    /// `relu(x W^T + b)` with the bias and the ReLU in one kernel
-    /// ([`bias_relu`](crate::ops::bias_relu)).
+    /// `then(x W^T + b)` with the bias and the function in one kernel
+    /// where there is one: [`bias_relu`](crate::ops::bias_relu) for a ReLU,
+    /// [`bias_gelu`](crate::ops::bias_gelu) for a tanh GELU.
     #[track_caller]
-    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_then(&self, x: &Tensor, then: Epilogue) -> Result<Tensor> {
         let y = self.product(x)?;
-        match &self.bias {
-            Some(b) => crate::ops::bias_relu(&y, b),
-            None => y.relu(),
+        match (&self.bias, then) {
+            (Some(b), Epilogue::Relu) => crate::ops::bias_relu(&y, b),
+            // bias_gelu computes in f32 or f64 only (bias_relu falls back itself)
+            (Some(b), Epilogue::GeluTanh)
+                if matches!(y.dtype(), DType::F32 | DType::F64) && b.dtype() == y.dtype() =>
+            {
+                crate::ops::bias_gelu(&y, b)
+            }
+            (Some(b), _) => then.apply(&y.add(b)?),
+            (None, _) => then.apply(&y),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use tensorguard::{Result, Tensor};
 
-use crate::Module;
+use crate::{Epilogue, Module};
 
 /// Modules applied in order (PyTorch's `nn.Sequential`); the children are
 /// named by their index (`0.weight`, `2.bias`).
@@ -58,22 +58,18 @@ impl Sequential {
     pub fn layers(&self) -> &[Box<dyn Module>] {
         &self.layers
     }
-}
 
-impl Module for Sequential {
-    /// Each layer in turn; a layer followed by a [`ReLU`](crate::ReLU)
-    /// runs as [`forward_relu`](Module::forward_relu) (fused where the
-    /// layer has a kernel for it, as `Linear`'s bias + ReLU).
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// `layers` in turn, each activation fused into the layer before it.
+    fn run(&self, x: &Tensor, layers: &[Box<dyn Module>]) -> Result<Tensor> {
         let mut h = x.alias();
         let mut i = 0;
-        while let Some(l) = self.layers.get(i) {
-            match self.layers.get(i + 1) {
-                Some(next) if next.is_relu() => {
-                    h = l.forward_relu(&h)?;
+        while let Some(l) = layers.get(i) {
+            match layers.get(i + 1).and_then(|next| next.as_epilogue()) {
+                Some(then) => {
+                    h = l.forward_then(&h, then)?;
                     i += 2;
                 }
-                _ => {
+                None => {
                     h = l.forward(&h)?;
                     i += 1;
                 }
@@ -81,12 +77,25 @@ impl Module for Sequential {
         }
         Ok(h)
     }
-    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
-        match self.layers.last() {
-            // a trailing ReLU already applies it; relu is idempotent, so
-            // fuse into the layer before instead of applying it twice
-            Some(l) if l.is_relu() => self.forward(x),
-            _ => self.forward(x)?.relu(),
+}
+
+impl Module for Sequential {
+    /// Each layer in turn; a layer followed by an activation runs as
+    /// [`forward_then`](Module::forward_then) (fused where the layer has a
+    /// kernel for it, as `Linear`'s bias + ReLU).
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.run(x, &self.layers)
+    }
+    /// The layers with `then` fused into the last one.
+    fn forward_then(&self, x: &Tensor, then: Epilogue) -> Result<Tensor> {
+        match self.layers.split_last() {
+            // a trailing activation that already applies `then` once, and
+            // applying it twice is applying it once (ReLU): nothing to add
+            Some((last, _)) if then.is_idempotent() && last.as_epilogue() == Some(then) => {
+                self.forward(x)
+            }
+            Some((last, rest)) => last.forward_then(&self.run(x, rest)?, then),
+            None => then.apply(x),
         }
     }
     fn visit_params(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor)) {
