@@ -32,7 +32,9 @@ use crate::memory::alloc::{Buffer, Shared};
 impl Storage {
     /// A storage of `bytes` from `device`'s allocator, for its current
     /// stream. It is made in its handle (Note [One count to drop] in
-    /// `memory/alloc/shared.rs`).
+    /// `memory/alloc/shared.rs`). Inlined: every op's output is made here,
+    /// and this file is another codegen unit than the ops'.
+    #[inline]
     pub(crate) fn new(
         device: &Device,
         bytes: usize,
@@ -55,7 +57,8 @@ impl Storage {
 
     /// Block the host until queued writes to this storage have run (a host
     /// read by `op`); returns a fault raised on that stream, or
-    /// [`Error::Poisoned`] when a failed kernel wrote this storage.
+    /// [`Error::Poisoned`](crate::error::Error::Poisoned) when a failed kernel wrote
+    /// this storage.
     #[inline]
     pub(crate) fn sync_for_host_read(&self, op: &'static str) -> Result<()> {
         if self.device.is_cpu() && !self.foreign.load(Ordering::Acquire) {
@@ -114,12 +117,24 @@ impl Storage {
 }
 
 impl Drop for Storage {
+    /// Inlined for the cpu's early return (every op's temporaries end
+    /// here); a device storage's bookkeeping is out of line.
+    #[inline]
     fn drop(&mut self) {
         if self.device.is_cpu() {
             // Queued transfers own the host storages they use (a handle),
             // so a host block is only dropped after they ran.
             return;
         }
+        self.drop_on_device();
+    }
+}
+
+impl Storage {
+    /// [`Drop`] of a device storage: keep its block from reuse until the
+    /// other streams that use it are done.
+    #[inline(never)]
+    fn drop_on_device(&mut self) {
         let Ok(b) = backend(&self.device) else { return };
         // Work on the allocating stream runs before any later use of the
         // block on that stream; work on other streams must finish first.
