@@ -308,10 +308,11 @@ macro_rules! unary_backward {
     ($($V:ident {
         name: $n:ident, $n_:ident,
         kind: $kind:ident,
+        cuda: $cuda:ident,
+        host: |$v:ident| $host:expr,
         doc: $doc:literal,
         saves: $saves:ident,
         grad: |$g:ident, $s:pat_param| $grad:expr,
-        $($rest:tt)*
     };)*) => {
         /// (reads its input, reads its output) for the backward of `op`.
         fn unary_saved(op: UnaryOp) -> (bool, bool) {
@@ -329,15 +330,16 @@ macro_rules! unary_backward {
 
         impl UnaryGrad {
             pub(super) fn call(&self, g: &Tensor, info: &Info) -> Result<Vec<Option<Tensor>>> {
-                let UnaryGrad { op, ain, sa, so } = self;
+                let UnaryGrad { op, ain, saved } = self;
+                // the input or the output, as the row saves; an op that
+                // saves nothing gets `g` (its formula does not read it)
+                let value = match saved {
+                    Some(s) => s.get(info)?,
+                    None => g,
+                };
                 let gi = match op {
                     $(UnaryOp::$V => {
-                        let $g = g;
-                        let $s: &Tensor = match unary_saves!($saves) {
-                            (true, _) => saved(sa, info)?,
-                            (_, true) => saved(so, info)?,
-                            _ => g,
-                        };
+                        let ($g, $s) = (g, value);
                         $grad
                     })*
                 };
@@ -350,15 +352,18 @@ crate::device::unary::unary_ops!(unary_backward);
 
 /// Gradients of the elementwise unary ops.
 pub(crate) fn unary(op: UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
-    let (reads_input, reads_output) = unary_saved(op);
+    let saved = match unary_saved(op) {
+        (true, _) => Some(Saved::new(a)),
+        (_, true) => Some(Saved::new(out)),
+        _ => None,
+    };
     // Note [Formulas in the node]
     Grad {
         name: unary_backward_name(op),
         f: Backward::Unary(UnaryGrad {
             op,
             ain: ElemIn::of(a, out.shape()),
-            sa: reads_input.then(|| Saved::new(a)),
-            so: reads_output.then(|| Saved::new(out)),
+            saved,
         }),
     }
 }
@@ -368,8 +373,8 @@ pub(crate) fn unary(op: UnaryOp, a: &Tensor, out: &Tensor) -> Grad {
 pub(crate) struct UnaryGrad {
     op: UnaryOp,
     ain: ElemIn,
-    sa: Option<Saved>,
-    so: Option<Saved>,
+    /// The input or the output (its row's `saves`), or nothing.
+    saved: Option<Saved>,
 }
 
 /// clamp: the gradient passes where the input was inside the bounds.

@@ -26,12 +26,15 @@
 //     Variant {
 //         name: method, method_,    // the `Tensor` methods (and kernel names)
 //         kind: arith | float,      // `float`: integers promote to the default float
+//         cuda: Functor,            // the functor in elementwise.cu
+//         host: |v| expr,           // the host kernel on one element of type `T`
 //         doc: "...",               // the methods' doc: "Elementwise <doc>."
 //         saves: none | input | output,
 //         grad: |g, s| expr,        // the input's gradient from `g` and the saved value
-//         host: |v| expr,           // the host kernel on one element of type `T`
-//         cuda: Functor,            // the functor in elementwise.cu
 //     };
+//
+// The fields come in that order so that a place matches the ones up to
+// the last it uses and skips the rest (`$($rest:tt)*`).
 //
 // `host` is expanded where `T` is the element type (a float type for
 // `float` rows; any arithmetic type for `arith` rows) with `Float`, `VExp`
@@ -46,30 +49,28 @@ macro_rules! unary_ops {
             Neg {
                 name: neg, neg_,
                 kind: arith,
+                cuda: TgNeg,
+                host: |v| Arith::neg(v),
                 doc: "negation",
                 saves: none,
                 grad: |g, _s| g.neg()?,
-                host: |v| Arith::neg(v),
-                cuda: TgNeg,
             };
             Abs {
                 name: abs, abs_,
                 kind: arith,
+                cuda: TgAbs,
+                host: |v| Arith::abs(v),
                 doc: "absolute value",
                 saves: input,
                 grad: |g, x| {
                     let sign = x.gt(0.0)?.to_dtype(x.dtype())?.sub(&x.lt(0.0)?.to_dtype(x.dtype())?)?;
                     g.mul(&sign)?
                 },
-                host: |v| Arith::abs(v),
-                cuda: TgAbs,
             };
             Relu {
                 name: relu, relu_,
                 kind: arith,
-                doc: "`max(x, 0)` (NaN stays NaN)",
-                saves: output,
-                grad: |g, y| g.mul(&y.gt(0.0)?)?,
+                cuda: TgRelu,
                 // NaN and -0.0 stay as they are, as in PyTorch. A select on
                 // `v < 0` over a zero so that it compiles to a branch-free
                 // vector loop: a branch on the sign of random data
@@ -78,63 +79,65 @@ macro_rules! unary_ops {
                     let zero = T::zero();
                     if v < zero { zero } else { v }
                 },
-                cuda: TgRelu,
+                doc: "`max(x, 0)` (NaN stays NaN)",
+                saves: output,
+                grad: |g, y| g.mul(&y.gt(0.0)?)?,
             };
             Exp {
                 name: exp, exp_,
                 kind: float,
+                cuda: TgExp,
+                host: |v| v.vexp(),
                 doc: "exponential (integers give the default float dtype)",
                 saves: output,
                 grad: |g, y| g.mul(y)?,
-                host: |v| v.vexp(),
-                cuda: TgExp,
             };
             Log {
                 name: log, log_,
                 kind: float,
+                cuda: TgLog,
+                host: |v| v.ln(),
                 doc: "natural logarithm",
                 saves: input,
                 grad: |g, x| g.div(x)?,
-                host: |v| v.ln(),
-                cuda: TgLog,
             };
             Sqrt {
                 name: sqrt, sqrt_,
                 kind: float,
+                cuda: TgSqrt,
+                host: |v| v.sqrt(),
                 doc: "square root",
                 saves: output,
                 grad: |g, y| g.div(&y.mul(2.0)?)?,
-                host: |v| v.sqrt(),
-                cuda: TgSqrt,
             };
             Sigmoid {
                 name: sigmoid, sigmoid_,
                 kind: float,
+                cuda: TgSigmoid,
+                host: |v| sigmoid(v),
                 doc: "logistic sigmoid `1 / (1 + exp(-x))`",
                 saves: output,
                 grad: |g, y| g.mul(y)?.mul(&y.neg()?.add(1.0)?)?,
-                host: |v| sigmoid(v),
-                cuda: TgSigmoid,
             };
             Tanh {
                 name: tanh, tanh_,
                 kind: float,
+                cuda: TgTanh,
+                host: |v| v.tanh(),
                 doc: "hyperbolic tangent",
                 saves: output,
                 grad: |g, y| g.mul(&y.mul(y)?.neg()?.add(1.0)?)?,
-                host: |v| v.tanh(),
-                cuda: TgTanh,
             };
             Erf {
                 name: erf, erf_,
                 kind: float,
+                cuda: TgErf,
+                // in f64 (musl's erf, through `libm`), rounded once to `T`
+                host: |v| T::from_f64(libm::erf(v.to_f64())),
                 doc: "Gauss error function `erf(x) = 2/sqrt(pi) * integral of exp(-t^2) from 0 to x` (integers give the default float dtype)",
                 saves: input,
                 // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
                 grad: |g, x| g.mul(&x.mul(x)?.neg()?.exp()?.mul(std::f64::consts::FRAC_2_SQRT_PI)?)?,
-                // in f64 (musl's erf, through `libm`), rounded once to `T`
-                host: |v| T::from_f64(libm::erf(v.to_f64())),
-                cuda: TgErf,
             };
         }
     };

@@ -339,7 +339,7 @@ binary_methods! {
 /// The `Tensor` methods of every unary op (`exp`, `exp_`, ...), from its
 /// row in `device/unary.rs`.
 macro_rules! unary_methods {
-    ($($V:ident { name: $name:ident, $name_:ident, kind: $kind:ident, doc: $what:literal, $($rest:tt)* };)*) => {
+    ($($V:ident { name: $name:ident, $name_:ident, kind: $kind:ident, cuda: $cuda:ident, host: |$v:ident| $host:expr, doc: $what:literal, $($rest:tt)* };)*) => {
         impl Tensor {$(
             #[doc = concat!("Elementwise ", $what, ".")]
             #[track_caller]

@@ -252,9 +252,7 @@ macro_rules! host_unary {
     ($($V:ident {
         name: $n:ident, $n_:ident,
         kind: $kind:ident,
-        doc: $doc:literal,
-        saves: $saves:ident,
-        grad: |$g:ident, $s:pat_param| $grad:expr,
+        cuda: $cuda:ident,
         host: |$v:ident| $host:expr,
         $($rest:tt)*
     };)*) => {
