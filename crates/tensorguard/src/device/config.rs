@@ -162,8 +162,14 @@ pub fn configure_emulated(config: EmulatedConfig) -> Result<()> {
 /// assert!(config.is_ok_and(|c| !c.capacities.is_empty()));
 /// ```
 pub fn emulated_config() -> Result<EmulatedConfig> {
-    if let Some(c) = CONFIG.lock().clone() {
-        return Ok(c);
+    configured(&CONFIG.lock())
+}
+
+/// The configuration given (`set`), else the environment's, else the
+/// default.
+fn configured(set: &Option<EmulatedConfig>) -> Result<EmulatedConfig> {
+    if let Some(c) = set {
+        return Ok(c.clone());
     }
     match std::env::var("TENSORGUARD_EMULATED") {
         Ok(v) => EmulatedConfig::parse(&v).map_err(|e| {
@@ -186,13 +192,7 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 pub(super) fn start_emulated() -> Result<EmulatedConfig> {
     let slot = CONFIG.lock();
     STARTED.store(true, Ordering::Release);
-    match &*slot {
-        Some(c) => Ok(c.clone()),
-        None => {
-            drop(slot);
-            emulated_config()
-        }
-    }
+    configured(&slot)
 }
 
 /// True once the emulated devices exist (their configuration is fixed).
