@@ -135,10 +135,8 @@ impl Module for Linear {
         let y = self.product(x)?;
         match (&self.bias, then) {
             (Some(b), Epilogue::Relu) => crate::ops::bias_relu(&y, b),
-            // bias_gelu computes in f32 or f64 only (bias_relu falls back itself)
-            (Some(b), Epilogue::GeluTanh)
-                if matches!(y.dtype(), DType::F32 | DType::F64) && b.dtype() == y.dtype() =>
-            {
+            // bias_gelu refuses other dtypes (bias_relu falls back itself)
+            (Some(b), Epilogue::GeluTanh) if crate::ops::bias::fusable(&y, b) => {
                 crate::ops::bias_gelu(&y, b)
             }
             (Some(b), _) => then.apply(&y.add(b)?),

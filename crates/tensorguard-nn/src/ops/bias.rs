@@ -9,6 +9,12 @@ use tensorguard::{DType, Error, Result, Tensor};
 
 use super::host::invalid;
 
+/// Whether the fused bias kernels take `x` and `b` as they are: both of one
+/// dtype, `f32` or `f64` (otherwise the unfused composition runs).
+pub(crate) fn fusable(x: &Tensor, b: &Tensor) -> bool {
+    matches!(x.dtype(), DType::F32 | DType::F64) && b.dtype() == x.dtype()
+}
+
 /// The checks of a fused kernel over `x`: with a bias `b`, `x` has at least
 /// one dimension and `b` is `[x's last dimension]`; `x` is f32 or f64, and
 /// `b` and every tensor of `like_x` (the incoming gradient of a backward

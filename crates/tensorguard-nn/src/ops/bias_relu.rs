@@ -33,9 +33,7 @@ use super::host::{arity, no_double_backward, operands};
 /// ```
 #[track_caller]
 pub fn bias_relu(x: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let fused = matches!(x.dtype(), DType::F32 | DType::F64)
-        && b.dtype() == x.dtype()
-        && !super::composed::on_device(x);
+    let fused = bias::fusable(x, b) && !super::composed::on_device(x);
     if fused {
         BiasRelu.apply(&[x, b])
     } else {

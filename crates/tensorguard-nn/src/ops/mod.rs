@@ -10,7 +10,7 @@
 //! devices. On a CUDA device each is composed of the core's ops instead
 //! (`composed`), which have device kernels and autograd of their own.
 
-mod bias;
+pub(crate) mod bias;
 mod bias_gelu;
 mod bias_relu;
 mod channel_bias;
