@@ -278,6 +278,47 @@ fn fill_and_zero(dev: &Device) -> Result<()> {
     Ok(())
 }
 
+// Staged launches (Note [Staging above the backends]): operands a kernel
+// cannot take as they are go through temporaries made by `ops::launch`,
+// the same for every device.
+test_device!(staged_operands_give_exact_values);
+fn staged_operands_give_exact_values(dev: &Device) -> Result<()> {
+    // an input on the output's storage (another row of it)
+    let m = f32s(dev, &[1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+    m.select(0, 0)?.add_(&m.select(0, 1)?)?;
+    assert_eq!(m.to_vec2::<f32>()?, vec![vec![4.0, 6.0], vec![3.0, 4.0]]);
+    assert_eq!(m.version(), 1, "one write, the temporaries' not counted");
+    // the output as both inputs: the first read in place, the second staged
+    let a = f32s(dev, &[1.0, -2.0, 3.0], &[3])?;
+    a.mul_(&a)?;
+    assert_eq!(a.to_vec::<f32>()?, vec![1.0, 4.0, 9.0]);
+    // an input read in another dtype (i64 into f32), broadcast
+    let x = f32s(dev, &[0.5, 1.5, 2.5, 3.5, 4.5, 5.5], &[2, 3])?;
+    let ints = Tensor::arange(0, 3, dev)?;
+    x.add_(&ints)?;
+    assert_eq!(
+        x.to_vec2::<f32>()?,
+        vec![vec![0.5, 2.5, 4.5], vec![3.5, 5.5, 7.5]]
+    );
+    assert_eq!(
+        (ints.dtype(), ints.to_vec::<i64>()?),
+        (DType::I64, vec![0, 1, 2])
+    );
+    // an output produced in another dtype (a comparison's bool into f32),
+    // written through a transposed view
+    let y = Tensor::zeros([3, 2], DType::F32, dev)?;
+    y.copy_(&f32s(dev, &[0.0, 1.0, 0.0, 2.0, 0.0, 3.0], &[3, 2])?)?;
+    y.t()?.eq_(0.0)?;
+    assert_eq!(y.to_vec::<f32>()?, vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
+    // an out-of-place op over an int and a float operand (the int staged)
+    let z = ints.mul(&f32s(dev, &[0.5], &[1])?)?;
+    assert_eq!(
+        (z.dtype(), z.to_vec::<f32>()?),
+        (DType::F32, vec![0.0, 0.5, 1.0])
+    );
+    Ok(())
+}
+
 test_device!(copy_broadcasts_and_casts);
 fn copy_broadcasts_and_casts(dev: &Device) -> Result<()> {
     // f32 [3] into i32 [2, 3]: broadcast rows, truncate toward zero

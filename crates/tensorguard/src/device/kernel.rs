@@ -332,11 +332,6 @@ impl OwnedArg {
     }
 }
 
-/// Temporaries allocated at launch for operands staged for a cast or an
-/// alias (Note [Staging at launch] in `cpu/exec.rs`): the queued task
-/// carries them and the worker's executor takes them in order.
-pub(crate) type Scratch = SmallVec<[crate::memory::alloc::Buffer; 2]>;
-
 /// A kernel launch queued on a stream: the kernel and its owned operands.
 pub(crate) struct Task {
     pub kernel: Kernel,
@@ -346,7 +341,4 @@ pub(crate) struct Task {
     /// Where the stream worker stamps the kernel's device time while a
     /// profile runs.
     pub prof: Option<crate::hooks::DeviceTiming>,
-    /// Temporaries allocated at launch (Note [Staging at launch] in
-    /// `cpu/exec.rs`); empty for nearly every kernel.
-    pub scratch: Scratch,
 }

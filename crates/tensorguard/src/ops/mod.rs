@@ -1,5 +1,7 @@
-//! Every op, once: checks, then one kernel launch through [`launch`], which
-//! locks the storages, stages dtype casts and runs the device's kernel.
+//! Every op, once: checks, then one kernel launch through [`launch`]:
+//! operands checked, the profiler's range, staging for the operands a
+//! kernel cannot take as they are (`staging.rs`), then the device's backend
+//! (the cpu's called directly).
 //!
 //! In-place and out-of-place variants of an op differ only in the output
 //! they pass to `launch`: a fresh tensor, or the tensor written in place.
@@ -16,6 +18,7 @@ mod lend;
 mod matmul;
 mod read;
 mod reduce;
+mod staging;
 mod transfer;
 
 use std::panic::Location;
@@ -174,27 +177,15 @@ fn launch_body(
     crate::device::Storage::check_usable(outs.iter().map(|o| &**o.t.storage()), op)?;
     crate::device::Storage::check_usable(ins.iter().map(|i| &**i.t.storage()), op)?;
     let prof = crate::profiler::op_begin(op, device, site, || input_facts(outs, ins, inplace));
-    if device.is_cpu() {
-        // run now, on this thread: no backend lookup, no stream, nothing
-        // queued. The hot case's views are built here: through
-        // `with_args`' same arm and its closure, a tiny add took 79 more
-        // instructions (callgrind, `examples/tiny_chain.rs`).
-        match (outs, ins) {
-            ([o], [a, b]) => {
-                let o = [out_arg(o, new_outputs)];
-                cpu_launch(kernel, &o, &[in_arg(a), in_arg(b)], op, site)?
-            }
-            _ => with_args(outs, ins, new_outputs, |o, i| {
-                cpu_launch(kernel, o, i, op, site)
-            })?,
-        }
+    let at = Caller {
+        op,
+        site,
+        prof: prof.as_ref(),
+    };
+    if staging::needed(kernel, outs, ins) {
+        staging::launch_staged(kernel, device, outs, ins, new_outputs, &at)?;
     } else {
-        let at = Caller {
-            op,
-            site,
-            prof: prof.as_ref(),
-        };
-        launch_queued(kernel, device, outs, ins, new_outputs, at)?;
+        dispatch(kernel, device, outs, ins, new_outputs, &at)?;
     }
     if inplace {
         for o in outs {
@@ -213,7 +204,37 @@ struct Caller<'a> {
     prof: Option<&'a crate::profiler::OpScope>,
 }
 
-/// [`launch_impl`] on an asynchronous device (`device`, the outputs'):
+/// A clean launch (Note [Staging above the backends]) on `device`, the
+/// outputs': on the cpu, run now on this thread; elsewhere queued on the
+/// device's current stream.
+#[inline(always)]
+fn dispatch(
+    kernel: &Kernel,
+    device: crate::device_id::Device,
+    outs: &[Out<'_>],
+    ins: &[In<'_>],
+    new_outputs: bool,
+    at: &Caller<'_>,
+) -> Result<()> {
+    if device.is_cpu() {
+        // run now, on this thread: no backend lookup, no stream, nothing
+        // queued. The hot case's views are built here: through
+        // `with_args`' same arm and its closure, a tiny add took 79 more
+        // instructions (callgrind, `examples/tiny_chain.rs`).
+        let op = at.op;
+        match (outs, ins) {
+            ([o], [a, b]) => {
+                let o = [out_arg(o, new_outputs)];
+                cpu_launch(kernel, &o, &[in_arg(a), in_arg(b)], op)
+            }
+            _ => with_args(outs, ins, new_outputs, |o, i| cpu_launch(kernel, o, i, op)),
+        }
+    } else {
+        launch_queued(kernel, device, outs, ins, new_outputs, at)
+    }
+}
+
+/// [`dispatch`] on an asynchronous device (`device`, the outputs'):
 /// the kernel queued on the device's current stream, its operands marked
 /// as used by it (out of line: the cpu's ops never come here).
 #[inline(never)]
@@ -223,9 +244,9 @@ fn launch_queued(
     outs: &[Out<'_>],
     ins: &[In<'_>],
     new_outputs: bool,
-    at: Caller<'_>,
+    at: &Caller<'_>,
 ) -> Result<()> {
-    let Caller { op, site, prof } = at;
+    let &Caller { op, site, prof } = at;
     with_args(outs, ins, new_outputs, |o, i| {
         let b = backend(&device)?;
         let stream = current_stream_id(&device);

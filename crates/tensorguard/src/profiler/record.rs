@@ -554,7 +554,13 @@ impl Running {
                     // that read and the enqueue. Work never starts before it
                     // was queued: clamp to the op's host start.
                     let a = a.max(e.start);
-                    e.device_span = Some((s.stream, a, b.max(a)));
+                    let (a, b) = match e.device_span {
+                        // an op staged into several launches on its stream
+                        // (Note [Staging above the backends]): their span
+                        Some((st, a0, b0)) if st == s.stream => (a.min(a0), b.max(b0)),
+                        _ => (a, b.max(a)),
+                    };
+                    e.device_span = Some((s.stream, a, b));
                 }
             }
         }

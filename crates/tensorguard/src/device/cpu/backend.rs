@@ -37,7 +37,7 @@ impl Backend for Cpu {
         Ok(0)
     }
     fn launch(&self, _: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
-        cpu_launch(l.kernel, l.outs, l.ins, l.op, l.site)?;
+        cpu_launch(l.kernel, l.outs, l.ins, l.op)?;
         Ok(None)
     }
     fn copy(&self, _: StreamId, job: CopyJob) -> Result<Option<u64>> {
@@ -95,7 +95,6 @@ pub(crate) fn cpu_launch(
     outs: &[Arg<'_>],
     ins: &[Arg<'_>],
     op: &'static str,
-    site: &'static Location<'static>,
 ) -> Result<()> {
     // host storages that an asynchronous transfer still uses: wait for it
     // (a pinned source being copied, a pinned result being filled);
@@ -106,5 +105,5 @@ pub(crate) fn cpu_launch(
     for i in ins {
         i.storage.sync_for_host_read(op)?;
     }
-    execute(kernel, outs, ins, 0, site)
+    execute(kernel, outs, ins)
 }

@@ -1,13 +1,11 @@
-//! The executor: locks, staging and the kernel call of one launch.
-
-use std::panic::Location;
+//! The executor: the locks and the kernel call of one clean launch (Note
+//! [Staging above the backends] in `ops/staging.rs`).
 
 use smallvec::SmallVec;
 
 use crate::device::holds::{hold_all, wait_until_free, Hold as Guard};
 use crate::device::kernel::{Arg, KIn, KOut, Kernel};
 use crate::device::Storage;
-use crate::device_id::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
 use crate::shape::Layout;
@@ -17,25 +15,18 @@ fn internal(what: &str) -> Error {
 }
 
 /// Run `kernel` with the storages of `outs` write-locked and those of `ins`
-/// read-locked (see Note [Lock order] in `device/storage.rs`). Inputs whose
-/// dtype differs from what the kernel reads, or that share storage with an
-/// output, are staged into temporaries under the same locks; outputs whose
-/// dtype differs from what the kernel produces are written through a
-/// temporary and cast. Runs on the calling thread: the caller is the host
-/// for the cpu, a stream worker for an asynchronous device.
+/// read-locked (see Note [Lock order] in `device/storage.rs`). The launch
+/// is clean: every operand in the dtype the kernel takes, no input on an
+/// output's storage but an in-place op's first one (`ops::launch` staged
+/// the rest, Note [Staging above the backends]). Runs on the calling
+/// thread: the caller is the host for the cpu, a stream worker for an
+/// asynchronous device.
 ///
 /// For queued work (a stream worker): an operand written by a failed kernel
 /// (poisoned) is not read: the outputs are poisoned with the same cause and
 /// [`Error::Poisoned`] is returned (a kernel queued before the fault was
 /// known).
-pub(crate) fn execute_queued(
-    kernel: &Kernel,
-    outs: &[Arg<'_>],
-    ins: &[Arg<'_>],
-    stream: StreamId,
-    site: &'static Location<'static>,
-    scratch: &mut Scratch,
-) -> Result<()> {
+pub(crate) fn execute_queued(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Result<()> {
     if let Some(p) = ins.iter().chain(outs).find_map(|a| a.storage.poisoned()) {
         let p = std::sync::Arc::clone(p);
         for o in outs {
@@ -43,7 +34,7 @@ pub(crate) fn execute_queued(
         }
         return Err(p.error(kernel.name()));
     }
-    execute_with(kernel, outs, ins, stream, site, Some(scratch))
+    execute(kernel, outs, ins)
 }
 
 /// [`execute_queued`] without the poison check, for work launched inline
@@ -51,27 +42,7 @@ pub(crate) fn execute_queued(
 /// waiting for their pending writes). Inlined into its callers: the common
 /// case goes to [`execute_simple`] without another frame.
 #[inline(always)]
-pub(crate) fn execute(
-    kernel: &Kernel,
-    outs: &[Arg<'_>],
-    ins: &[Arg<'_>],
-    stream: StreamId,
-    site: &'static Location<'static>,
-) -> Result<()> {
-    execute_with(kernel, outs, ins, stream, site, None)
-}
-
-/// [`execute`] with the temporaries a queued launch allocated, if any
-/// (Note [Staging at launch]).
-#[inline(always)]
-fn execute_with(
-    kernel: &Kernel,
-    outs: &[Arg<'_>],
-    ins: &[Arg<'_>],
-    stream: StreamId,
-    site: &'static Location<'static>,
-    scratch: Option<&mut Scratch>,
-) -> Result<()> {
+pub(crate) fn execute(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Result<()> {
     // no element to write: nothing to compute. Kernels may index a buffer at
     // a layout's offset, and an empty view can start past the end of its
     // storage (`select(0, 1)` of a `[2, 0]` tensor has offset 1).
@@ -83,87 +54,7 @@ fn execute_with(
             return r;
         }
     }
-    execute_staged(kernel, outs, ins, stream, site, scratch)
-}
-
-// Note [Staging at launch]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~
-// An input read in another dtype than its own, or sharing an output's
-// storage (`t.add_(&t)`), is copied into a temporary before the kernel
-// runs; an output produced in another dtype is written through one.
-// Inline (the cpu) the executor allocates them itself. Queued work must
-// not: on a stream worker, under the storages' locks, an allocation that
-// finds the device full cannot wait for memory to come back, and its
-// failure would be a fault of the stream that poisons the destination
-// (issue 51: `t.add_(&t)` of 40 MiB on a 64 MiB device returned `Ok`, and
-// `t` was poisoned for good). So a backend that queues the kernel
-// allocates them at launch, on the host, as ordinary allocations
-// (`staging_bytes` says which, with the same rules as `execute_staged`):
-// a full device is `OutOfMemory` at the op, with the OOM report and
-// `with_oom_backoff`'s retry, and nothing is poisoned. The task carries
-// them (`Scratch`) and the worker's executor takes them in order.
-
-/// Temporaries allocated at launch for queued work, in the order the
-/// executor takes them (Note [Staging at launch]).
-pub(crate) use crate::device::kernel::Scratch;
-
-/// The bytes of each temporary [`execute_queued`] stages through for this
-/// launch, in the order it takes them: inputs read in another dtype or
-/// sharing an output's storage, then outputs produced in another dtype.
-/// Empty for nearly every launch (Note [Staging at launch]).
-pub(crate) fn staging_bytes(
-    kernel: &Kernel,
-    outs: &[Arg<'_>],
-    ins: &[Arg<'_>],
-) -> SmallVec<[usize; 2]> {
-    let mut bytes = SmallVec::new();
-    if nothing_to_write(outs) {
-        return bytes;
-    }
-    let self_first = reads_output_first(kernel, outs, ins);
-    for (n, i) in ins.iter().enumerate() {
-        if self_first && n == 0 {
-            continue;
-        }
-        if i.tdtype != i.want || outs.iter().any(|o| o.storage.id() == i.storage.id()) {
-            bytes.push(i.layout.numel() * i.want.size_in_bytes());
-        }
-    }
-    for o in outs {
-        if o.tdtype != o.want {
-            bytes.push(o.layout.numel() * o.want.size_in_bytes());
-        }
-    }
-    bytes
-}
-
-/// A temporary of `bytes` for the staged path: the next one allocated at
-/// launch, or a new one from the allocator of `like` (the first output's
-/// memory: the device the kernel runs on, and not the pinned pool for a
-/// cast of a pinned input), without waiting for memory to come back:
-/// inline on the cpu there is nothing to wait for, and a stream worker
-/// must not wait (Note [Staging at launch]).
-fn temporary(
-    scratch: &mut Scratch,
-    like: &Buffer,
-    stream: StreamId,
-    bytes: usize,
-    site: &'static Location<'static>,
-) -> Result<Buffer> {
-    if !scratch.is_empty() {
-        let buf = scratch.remove(0);
-        if buf.len() == bytes {
-            return Ok(buf);
-        }
-    }
-    Buffer::new_in(
-        like.allocator(),
-        &like.device(),
-        stream,
-        bytes,
-        site,
-        &mut || false,
-    )
+    execute_general(kernel, outs, ins)
 }
 
 /// Whether the kernel reads its first input from the output itself, with
@@ -192,20 +83,24 @@ fn nothing_to_write(outs: &[Arg<'_>]) -> bool {
     }
 }
 
-/// [`execute`] in general: any number of operands, inputs staged for a
-/// cast or when they share an output's storage, outputs written through a
-/// temporary when the kernel produces another dtype.
+/// [`execute`] in general: any number of operands, each storage locked
+/// once (write wins) in id order.
 #[inline(never)]
-fn execute_staged(
-    kernel: &Kernel,
-    outs: &[Arg<'_>],
-    ins: &[Arg<'_>],
-    stream: StreamId,
-    site: &'static Location<'static>,
-    scratch: Option<&mut Scratch>,
-) -> Result<()> {
-    let mut none = Scratch::new();
-    let scratch = scratch.unwrap_or(&mut none);
+fn execute_general(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Result<()> {
+    // an elementwise in-place op reads its first input from the output
+    // itself when it is exactly the output (`a.add_(b)`)
+    let self_first = reads_output_first(kernel, outs, ins);
+    let rest = &ins[usize::from(self_first)..];
+    let staged_away = |a: &Arg<'_>| a.tdtype == a.want;
+    if !outs.iter().all(staged_away)
+        || !rest
+            .iter()
+            .all(|i| staged_away(i) && outs.iter().all(|o| o.storage.id() != i.storage.id()))
+    {
+        return Err(internal(
+            "a launch reached the executor unstaged (Note [Staging above the backends])",
+        ));
+    }
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
     let entries = outs
@@ -235,62 +130,8 @@ fn execute_staged(
         .map(|e| e.0)
         .zip(hold_all(&order, kernel.name())?)
         .collect();
-    let find = |id: u64| guards.iter().position(|g| g.0 == id).unwrap_or(0);
-    let out_ids: SmallVec<[u64; 2]> = outs.iter().map(|o| o.storage.id()).collect();
 
-    // An elementwise in-place op reads its first input from the output
-    // itself when it is exactly the output (`a.add_(b)`), without staging.
-    let self_first = reads_output_first(kernel, outs, ins);
-
-    // 3. stage inputs that need a cast or alias an output (rare: kept in a
-    // Vec that stays unallocated on the common path)
-    let mut staged: Vec<(usize, Buffer, Layout)> = Vec::new();
-    for (n, i) in ins.iter().enumerate() {
-        let id = i.storage.id();
-        if self_first && n == 0 {
-            continue;
-        }
-        if i.tdtype != i.want || out_ids.contains(&id) {
-            let src = KIn {
-                buf: guards[find(id)].1.buf().host_bytes()?,
-                layout: i.layout,
-                dtype: i.tdtype,
-            };
-            let layout = Layout::contiguous(&i.layout.shape);
-            let mut buf = temporary(
-                scratch,
-                guards[find(out_ids.first().copied().unwrap_or(id))].1.buf(),
-                stream,
-                layout.numel() * i.want.size_in_bytes(),
-                site,
-            )?;
-            let mut dst = [KOut {
-                buf: buf.host_bytes_mut()?,
-                layout: &layout,
-                dtype: i.want,
-            }];
-            super::run(&Kernel::Copy, &mut dst, &[src], false)?;
-            staged.push((n, buf, layout));
-        }
-    }
-    // temporaries for outputs produced in another dtype
-    let mut out_tmp: Vec<(usize, Buffer, Layout)> = Vec::new();
-    for (k, o) in outs.iter().enumerate() {
-        if o.tdtype != o.want {
-            let buf = temporary(
-                scratch,
-                guards[find(out_ids.first().copied().unwrap_or(o.storage.id()))]
-                    .1
-                    .buf(),
-                stream,
-                o.layout.numel() * o.want.size_in_bytes(),
-                site,
-            )?;
-            out_tmp.push((k, buf, Layout::contiguous(&o.layout.shape)));
-        }
-    }
-
-    // 4. split the guards into the kernel's views
+    // 3. split the guards into the kernel's views
     type Slot<'g> = (u64, Option<&'g mut [u8]>, Option<&'g [u8]>);
     let mut slots: SmallVec<[Slot<'_>; 6]> = guards
         .iter_mut()
@@ -301,93 +142,50 @@ fn execute_staged(
             })
         })
         .collect::<Result<_>>()?;
-    // the layout each input is read with: its own, or its staged copy's,
-    // broadcast to the kernel's shape when needed
-    let bases: SmallVec<[(&[u8], &Layout); 3]> = ins
+    // each input's bytes, read through its layout broadcast to the
+    // kernel's shape when needed
+    let bases: SmallVec<[&[u8]; 3]> = rest
         .iter()
-        .enumerate()
-        .skip(usize::from(self_first))
-        .map(|(n, i)| match staged.iter().find(|s| s.0 == n) {
-            Some((_, b, l)) => Ok((b.host_bytes()?, l)),
-            None => {
-                let id = i.storage.id();
-                match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
-                    Some(b) => Ok((b, i.layout)),
-                    None => Err(internal("an input storage is not locked for reading")),
-                }
+        .map(|i| {
+            let id = i.storage.id();
+            match slots.iter().find(|s| s.0 == id).and_then(|s| s.2) {
+                Some(b) => Ok(b),
+                None => Err(internal("an input storage is not locked for reading")),
             }
         })
         .collect::<Result<_>>()?;
-    let bcast: SmallVec<[Option<Layout>; 3]> = ins
+    let bcast: SmallVec<[Option<Layout>; 3]> = rest
         .iter()
-        .skip(usize::from(self_first))
-        .zip(&bases)
-        .map(|(i, (_, l))| broadcast_layout(i.bshape, l))
+        .map(|i| broadcast_layout(i.bshape, i.layout))
         .collect();
-    let kins: SmallVec<[KIn<'_>; 3]> = ins
+    let kins: SmallVec<[KIn<'_>; 3]> = rest
         .iter()
-        .skip(usize::from(self_first))
         .zip(bases.iter().zip(&bcast))
-        .map(|(i, ((buf, l), b))| KIn {
+        .map(|(i, (buf, b))| KIn {
             buf,
-            layout: b.as_ref().unwrap_or(l),
+            layout: b.as_ref().unwrap_or(i.layout),
             dtype: i.want,
         })
         .collect();
     let mut kouts: SmallVec<[KOut<'_>; 2]> = SmallVec::new();
-    let mut tmps = out_tmp.iter_mut().peekable();
-    for (k, o) in outs.iter().enumerate() {
-        match tmps.next_if(|t| t.0 == k) {
-            Some((_, b, l)) => kouts.push(KOut {
-                buf: b.host_bytes_mut()?,
-                layout: l,
-                dtype: o.want,
-            }),
-            None => {
-                let id = o.storage.id();
-                match slots
-                    .iter_mut()
-                    .find(|s| s.0 == id)
-                    .and_then(|s| s.1.take())
-                {
-                    Some(b) => kouts.push(KOut {
-                        buf: b,
-                        layout: o.layout,
-                        dtype: o.want,
-                    }),
-                    None => return Err(internal("two outputs of one op share a storage")),
-                }
-            }
-        }
-    }
-
-    // 5. run, then cast staged outputs into place
-    super::run(kernel, &mut kouts, &kins, self_first)?;
-    drop(kins);
-    drop(kouts);
-    drop(tmps);
-    for (k, buf, layout) in &out_tmp {
-        let o = &outs[*k];
+    for o in outs {
         let id = o.storage.id();
-        if let Some(dst) = slots
+        match slots
             .iter_mut()
             .find(|s| s.0 == id)
             .and_then(|s| s.1.take())
         {
-            let mut dst = [KOut {
-                buf: dst,
+            Some(b) => kouts.push(KOut {
+                buf: b,
                 layout: o.layout,
-                dtype: o.tdtype,
-            }];
-            let src = KIn {
-                buf: buf.host_bytes()?,
-                layout,
                 dtype: o.want,
-            };
-            super::run(&Kernel::Copy, &mut dst, &[src], false)?;
+            }),
+            None => return Err(internal("two outputs of one op share a storage")),
         }
     }
-    Ok(())
+
+    // 4. run
+    super::run(kernel, &mut kouts, &kins, self_first)
 }
 
 // Note [Fresh outputs]

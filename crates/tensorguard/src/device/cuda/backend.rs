@@ -3,10 +3,9 @@
 //! its event completed (`stream.rs`), the copy engine on `cuMemcpyAsync`,
 //! and kernels compiled with NVRTC (`kernels/`).
 //!
-//! A launch stages what the kernels do not take (an input in another dtype,
-//! an input that shares storage with an output, an output in another
-//! dtype) through device temporaries with copy kernels, as the cpu
-//! executor does on the host, all on the launch's stream.
+//! Launches arrive clean (Note [Staging above the backends] in
+//! `ops/staging.rs`): every operand in the dtype its kernel takes, no input
+//! on an output's storage but an in-place op's first one.
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -138,20 +137,22 @@ struct On {
     site: &'static Location<'static>,
 }
 
-/// An input staged into a contiguous temporary of the dtype the kernel
-/// reads (see the module doc).
-struct Staged {
-    n: usize,
-    buf: Buffer,
-    layout: Layout,
-}
-
-fn same_operand(a: &Arg<'_>, out: &Arg<'_>) -> bool {
-    Shared::ptr_eq(a.storage, out.storage)
-        && a.tdtype == a.want
-        && a.want == out.want
-        && out.tdtype == out.want
-        && a.layout == out.layout
+/// Whether a launch is clean (Note [Staging above the backends]): every
+/// operand in its own dtype, no input on an output's storage but an
+/// in-place op's first one when it is exactly the output.
+fn is_clean(l: &Launch<'_>) -> bool {
+    let own = |a: &Arg<'_>| a.tdtype == a.want;
+    let self_first = l.kernel.reads_output_in_place()
+        && l.outs.len() == 1
+        && l.ins.first().is_some_and(|i| {
+            Shared::ptr_eq(i.storage, l.outs[0].storage) && i.layout == l.outs[0].layout
+        });
+    l.outs.iter().all(own)
+        && l.ins.iter().all(own)
+        && l.ins
+            .iter()
+            .skip(usize::from(self_first))
+            .all(|i| l.outs.iter().all(|o| !Shared::ptr_eq(i.storage, o.storage)))
 }
 
 impl Backend for Cuda {
@@ -188,57 +189,23 @@ impl Backend for Cuda {
             let _ = k;
             return Err(l.kernel.not_native_here("CUDA"));
         }
+        if !is_clean(&l) {
+            return Err(Error::invalid(
+                l.op,
+                "internal error: a launch reached the CUDA backend unstaged (Note [Staging above the backends])",
+            ));
+        }
         let s = self.stream(stream)?;
-        let self_first = l.kernel.reads_output_in_place()
-            && l.outs.len() == 1
-            && l.ins.first().is_some_and(|i| same_operand(i, &l.outs[0]));
-        let out_ids: SmallVec<[u64; 2]> = l.outs.iter().map(|o| o.storage.id()).collect();
-        // temporaries first (an allocation may wait for this stream)
-        let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
-        for (n, i) in l.ins.iter().enumerate() {
-            if self_first && n == 0 {
-                continue;
-            }
-            if i.tdtype != i.want || out_ids.contains(&i.storage.id()) {
-                let layout = Layout::contiguous(&i.layout.shape);
-                let bytes = layout.numel() * i.want.size_in_bytes();
-                let buf = self.alloc(&self.device, stream, bytes, l.site)?;
-                staged.push(Staged { n, buf, layout });
-            }
-        }
-        let mut out_tmp: SmallVec<[(usize, Buffer, Layout); 1]> = SmallVec::new();
-        for (k, o) in l.outs.iter().enumerate() {
-            if o.tdtype != o.want {
-                let layout = Layout::contiguous(&o.layout.shape);
-                let bytes = layout.numel() * o.want.size_in_bytes();
-                out_tmp.push((k, self.alloc(&self.device, stream, bytes, l.site)?, layout));
-            }
-        }
         // the layout each input is read with, broadcast to the kernel's shape
         let read_layouts: SmallVec<[Layout; 3]> = l
             .ins
             .iter()
-            .enumerate()
-            .map(|(n, i)| {
-                let base = staged
-                    .iter()
-                    .find(|s| s.n == n)
-                    .map_or(i.layout, |s| &s.layout);
-                match i.bshape {
-                    Some(b) if b != base.shape.as_slice() => base.broadcast_to(b),
-                    _ => base.clone(),
-                }
+            .map(|i| match i.bshape {
+                Some(b) if b != i.layout.shape.as_slice() => i.layout.broadcast_to(b),
+                _ => i.layout.clone(),
             })
             .collect();
-        let in_ptrs: SmallVec<[u64; 3]> = l
-            .ins
-            .iter()
-            .enumerate()
-            .map(|(n, i)| match staged.iter().find(|s| s.n == n) {
-                Some(s) => s.buf.ptr().addr() as u64,
-                None => Cuda::addr(i.storage),
-            })
-            .collect();
+        let in_ptrs: SmallVec<[u64; 3]> = l.ins.iter().map(|i| Cuda::addr(i.storage)).collect();
         let out_ptrs: SmallVec<[u64; 2]> = l.outs.iter().map(|o| Cuda::addr(o.storage)).collect();
         let item = self.item(&l);
         let launch = item.launch;
@@ -250,77 +217,29 @@ impl Backend for Cuda {
                 launch,
                 site: l.site,
             };
-            let run =
-                |k: &Kernel, o: &[DevArg<'_>], i: &[DevArg<'_>]| self.run_kernel(&on, k, o, i);
-            // 1. inputs into the dtype the kernel reads
-            for st in &staged {
-                let i = &l.ins[st.n];
-                run(
-                    &Kernel::Copy,
-                    &[DevArg {
-                        ptr: st.buf.ptr().addr() as u64,
-                        layout: &st.layout,
-                        dtype: i.want,
-                    }],
-                    &[DevArg {
-                        ptr: Cuda::addr(i.storage),
-                        layout: i.layout,
-                        dtype: i.tdtype,
-                    }],
-                )?;
-            }
-            // 2. the kernel
             let outs: SmallVec<[DevArg<'_>; 2]> = l
                 .outs
                 .iter()
-                .enumerate()
-                .map(|(k, o)| match out_tmp.iter().find(|t| t.0 == k) {
-                    Some((_, b, lay)) => DevArg {
-                        ptr: b.ptr().addr() as u64,
-                        layout: lay,
-                        dtype: o.want,
-                    },
-                    None => DevArg {
-                        ptr: out_ptrs[k],
-                        layout: o.layout,
-                        dtype: o.want,
-                    },
+                .zip(&out_ptrs)
+                .map(|(o, &ptr)| DevArg {
+                    ptr,
+                    layout: o.layout,
+                    dtype: o.want,
                 })
                 .collect();
             let ins: SmallVec<[DevArg<'_>; 3]> = l
                 .ins
                 .iter()
-                .enumerate()
-                .map(|(n, i)| DevArg {
-                    ptr: in_ptrs[n],
-                    layout: &read_layouts[n],
+                .zip(&in_ptrs)
+                .zip(&read_layouts)
+                .map(|((i, &ptr), layout)| DevArg {
+                    ptr,
+                    layout,
                     dtype: i.want,
                 })
                 .collect();
-            run(l.kernel, &outs, &ins)?;
-            // 3. outputs into their own dtype
-            for (k, b, lay) in &out_tmp {
-                let o = &l.outs[*k];
-                run(
-                    &Kernel::Copy,
-                    &[DevArg {
-                        ptr: out_ptrs[*k],
-                        layout: o.layout,
-                        dtype: o.tdtype,
-                    }],
-                    &[DevArg {
-                        ptr: b.ptr().addr() as u64,
-                        layout: lay,
-                        dtype: o.want,
-                    }],
-                )?;
-            }
-            Ok(())
+            self.run_kernel(&on, l.kernel, &outs, &ins)
         })?;
-        // the temporaries go back to the cache now: their blocks are reused
-        // only by later work on this stream (Note [Stream-ordered reuse])
-        drop(staged);
-        drop(out_tmp);
         if seq % POLL_EVERY == 0 {
             // a program that queues work without ever waiting still lets go
             // of what completed work held

@@ -14,7 +14,6 @@ use smallvec::SmallVec;
 
 use super::backend::{Backend, HostFn, Launch, Mark};
 use super::copy::CopyJob;
-use super::cpu::exec::staging_bytes;
 use super::kernel::Task;
 use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -124,19 +123,12 @@ impl Backend for Emulated {
     }
 
     fn launch(&self, stream: StreamId, l: Launch<'_>) -> Result<Option<u64>> {
-        // on the host, where a full device can wait for memory and fail
-        // as `OutOfMemory` at the op (Note [Staging at launch])
-        let scratch = staging_bytes(l.kernel, l.outs, l.ins)
-            .into_iter()
-            .map(|bytes| self.alloc(&self.device, stream, bytes, l.site))
-            .collect::<Result<_>>()?;
         let task = Task {
             kernel: l.kernel.clone(),
             outs: l.outs.iter().map(|a| a.to_owned()).collect(),
             ins: l.ins.iter().map(|a| a.to_owned()).collect(),
             site: l.site,
             prof: (l.timing)(stream),
-            scratch,
         };
         Ok(Some(self.worker(stream)?.push(Work::Kernel(task))))
     }

@@ -312,15 +312,13 @@ impl Worker {
         Option<Task>,
     ) {
         match work {
-            Work::Kernel(mut task) => {
+            Work::Kernel(task) => {
                 let (op, site) = (task.kernel.name(), task.site);
-                let mut scratch = std::mem::take(&mut task.scratch);
-                let stream = self.stream;
                 let start = task.prof.as_ref().map(|_| clock.start());
                 let r = catch_unwind(AssertUnwindSafe(|| {
                     let outs: SmallVec<[_; 2]> = task.outs.iter().map(|a| a.as_arg()).collect();
                     let ins: SmallVec<[_; 3]> = task.ins.iter().map(|a| a.as_arg()).collect();
-                    execute_queued(&task.kernel, &outs, &ins, stream, task.site, &mut scratch)
+                    execute_queued(&task.kernel, &outs, &ins)
                 }));
                 match (&task.prof, start) {
                     (Some(p), Some(start)) => p.stamp(start, clock.end()),

@@ -115,16 +115,6 @@ impl Buffer {
         }
     }
 
-    /// The allocator the block came from.
-    pub(crate) fn allocator(&self) -> &'static CachingAllocator {
-        self.allocator
-    }
-
-    /// The device whose memory the block is.
-    pub(crate) fn device(&self) -> Device {
-        self.device
-    }
-
     /// The block's length in bytes (what was asked for).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
