@@ -63,12 +63,24 @@ fn stage_input(i: &In<'_>, outs: &[Out<'_>]) -> bool {
 }
 
 /// Whether a launch needs staging (Note [Staging above the backends]):
-/// a few compares for every op, the common case's answer `false`.
+/// every op's path, so the common case's answer (`false`) takes a compare
+/// per operand's dtype and one of storage pointers per input and output;
+/// what an alias means is decided out of line.
 #[inline(always)]
 pub(super) fn needed(kernel: &Kernel, outs: &[Out<'_>], ins: &[In<'_>]) -> bool {
-    if outs.iter().any(|o| o.dtype != o.t.dtype()) {
+    if outs.iter().any(|o| o.dtype != o.t.dtype()) || ins.iter().any(|i| i.dtype != i.t.dtype()) {
         return true;
     }
+    ins.iter()
+        .any(|i| outs.iter().any(|o| i.t.shares_storage(o.t)))
+        && aliased_needs_staging(kernel, outs, ins)
+}
+
+/// [`needed`] for a launch whose operands are in their own dtypes and one
+/// of whose inputs is on an output's storage: staged unless that input is
+/// an in-place op's first one, exactly its output.
+#[inline(never)]
+fn aliased_needs_staging(kernel: &Kernel, outs: &[Out<'_>], ins: &[In<'_>]) -> bool {
     let skip = usize::from(reads_output_first(kernel, outs, ins));
     ins[skip..].iter().any(|i| stage_input(i, outs))
 }
