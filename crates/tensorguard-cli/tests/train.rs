@@ -207,10 +207,43 @@ fn bad_input_is_a_one_line_error() {
         "apt-get install dataset-fashion-mnist",
     );
     fails_with(&["train", "--device", "tpu:0"], "tpu:0");
+    // device errors advise flags, not the library's Rust calls
+    fails_with(
+        &["train", "--device", "gpu"],
+        "--device gpu: not a device name. Write cpu, emu:N or cuda:N",
+    );
+    for (dev, hint) in [
+        ("cuda:99", "use --device emu:0"),
+        ("emu:99", "TENSORGUARD_EMULATED"),
+    ] {
+        let o = tg(&["train", "--device", dev]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success(), "{dev}: {}", text(&o));
+        assert!(err.contains(&format!("error: --device {dev}: ")), "{err}");
+        assert!(err.contains(hint), "{err}");
+        assert!(
+            !err.contains("Device::") && !err.contains("configure_emulated"),
+            "{err}"
+        );
+    }
     fails_with(&["train", "--memory-fraction", "0"], "--memory-fraction");
     fails_with(&["train", "--batch-size", "0"], "--batch-size");
     fails_with(&["train", "--accum-steps", "0"], "--accum-steps");
     fails_with(&["train", "--lr=-1"], "--lr");
+    // a negative value reaches the flag's own check (not `unexpected
+    // argument '-1' found`)
+    fails_with(
+        &["train", "--lr", "-1"],
+        "--lr must be a positive number, got -1",
+    );
+    fails_with(
+        &["train", "--batch-size", "-5"],
+        "'--batch-size <BATCH_SIZE>': must be a whole number, 0 or more, got -5",
+    );
+    fails_with(
+        &["train", "--epochs", "1.5"],
+        "must be a whole number, got 1.5",
+    );
     fails_with(&["train", "--limit", "0"], "--limit");
     let bad = d.join("bad.safetensors");
     std::fs::write(&bad, b"not a checkpoint").unwrap();

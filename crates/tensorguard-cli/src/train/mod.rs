@@ -40,12 +40,36 @@ fn tg<T>(r: tensorguard::Result<T>) -> Res<T> {
 /// The device to train on: `--device`, else the (local rank's) first GPU,
 /// else the cpu.
 fn pick_device(opts: &TrainOptions, group: Option<&ProcessGroup>) -> Res<Device> {
-    let dev = match &opts.device {
-        Some(s) => tg(Device::parse(s))?,
-        None => parallel::default_device(group),
+    let Some(name) = &opts.device else {
+        let dev = parallel::default_device(group);
+        tg(dev.check_available())?;
+        return Ok(dev);
     };
-    tg(dev.check_available())?;
+    let dev = Device::parse(name).map_err(|_| {
+        format!(
+            "--device {name}: not a device name. Write cpu, emu:N or cuda:N (e.g. --device emu:0); `tensorguard doctor` lists this machine's devices."
+        )
+    })?;
+    dev.check_available()
+        .map_err(|e| unavailable(name, &dev, &e.to_string()))?;
     Ok(dev)
+}
+
+/// The error for `--device name` that this machine cannot use: the
+/// library's reason (its first sentence) with advice in flags, not the
+/// library's Rust calls.
+fn unavailable(name: &str, dev: &Device, why: &str) -> String {
+    let reason = why.split_once(". ").map_or(why, |(first, _)| first);
+    let reason = reason.trim_end_matches('.');
+    let hint = match dev {
+        Device::Emulated(_) => {
+            "Use --device emu:0, or set TENSORGUARD_EMULATED (e.g. `4x2GiB`) for more emulated devices."
+        }
+        _ => {
+            "Leave out --device to train on the first GPU (else the cpu), or use --device emu:0 to see the device-side reports without a GPU."
+        }
+    };
+    format!("--device {name}: {reason}. {hint}")
 }
 
 fn check(opts: &TrainOptions) -> Res<()> {

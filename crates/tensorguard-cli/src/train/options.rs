@@ -43,7 +43,11 @@ pub enum AmpKind {
 }
 
 /// Train a classifier: the project's main job.
+///
+/// Negative numbers are taken as values (`--lr -1`), so the flag's own
+/// check says what is wrong with them, not clap's `unexpected argument`.
 #[derive(Clone, Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct TrainOptions {
     /// The dataset.
     #[arg(long, value_enum, default_value = "digits")]
@@ -59,10 +63,10 @@ pub struct TrainOptions {
     #[arg(long)]
     pub device: Option<String>,
     /// Epochs (default: 30 for digits, 4 for Fashion-MNIST).
-    #[arg(long)]
+    #[arg(long, value_parser = whole::<u64>)]
     pub epochs: Option<u64>,
     /// Examples per optimizer step (divided into `--accum-steps` micro-batches).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 64)]
     pub batch_size: usize,
     /// Learning rate (default: Adam/AdamW 1e-3 for the MLP and 3e-3 for the CNN; SGD 0.05).
     #[arg(long)]
@@ -75,7 +79,7 @@ pub struct TrainOptions {
     #[arg(long, value_enum, default_value = "cosine")]
     pub schedule: ScheduleKind,
     /// Micro-batches per optimizer step (gradient accumulation).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1)]
     pub accum_steps: usize,
     /// Mixed precision: run matmuls and convolutions in this dtype.
     #[arg(long, value_enum)]
@@ -84,7 +88,7 @@ pub struct TrainOptions {
     #[arg(long)]
     pub checkpoint_activations: bool,
     /// Seed of the initialisation, the shuffling and dropout.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = whole::<u64>, default_value_t = 0)]
     pub seed: u64,
     /// Save a checkpoint (safetensors) here after every epoch.
     #[arg(long)]
@@ -106,7 +110,7 @@ pub struct TrainOptions {
     #[arg(long)]
     pub metrics_json: Option<PathBuf>,
     /// Use at most this many training examples (a quick run).
-    #[arg(long)]
+    #[arg(long, value_parser = whole::<usize>)]
     pub limit: Option<usize>,
     /// No progress bar.
     #[arg(long)]
@@ -147,4 +151,15 @@ impl Default for TrainOptions {
             distributed: false,
         }
     }
+}
+
+/// A whole-number flag's value: a negative one or a fraction is refused in
+/// a sentence (clap prints it after the flag's name) rather than by the
+/// type's parse error (`invalid digit found in string`).
+fn whole<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("must be a whole number, 0 or more, got {s}"));
+    }
+    s.parse()
+        .map_err(|_| format!("must be a whole number, got {s}"))
 }
