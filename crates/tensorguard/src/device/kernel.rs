@@ -297,6 +297,53 @@ pub(crate) struct Arg<'a> {
     pub fresh: bool,
 }
 
+/// Whether the kernel reads its first input from the output itself: an
+/// elementwise in-place op whose first input is exactly its one output
+/// (`a.add_(b)`), in the output's dtype. Such an input is not staged (Note
+/// [Staging above the backends] in `ops/staging.rs`).
+pub(crate) fn reads_output_first(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> bool {
+    match (outs, ins.first()) {
+        ([o], Some(i)) => {
+            kernel.reads_output_in_place()
+                && o.tdtype == o.want
+                && i.tdtype == i.want
+                && i.want == o.want
+                && Shared::ptr_eq(i.storage, o.storage)
+                && i.layout == o.layout
+        }
+        _ => false,
+    }
+}
+
+/// Whether input `i` must be staged when it is not the output read in
+/// place: read in another dtype than its own, or on an output's storage.
+pub(crate) fn must_stage(i: &Arg<'_>, outs: &[Arg<'_>]) -> bool {
+    i.tdtype != i.want || outs.iter().any(|o| Shared::ptr_eq(i.storage, o.storage))
+}
+
+/// Whether a kernel can take a launch as it is (Note [Staging above the
+/// backends]): every operand in its own dtype, no input on an output's
+/// storage but an in-place op's first one when it is exactly the output.
+/// Every op's path: a compare per operand's dtype and one of storage
+/// pointers per input and output (values the operands' views just
+/// loaded); what an alias means is decided out of line.
+#[inline(always)]
+pub(crate) fn is_clean(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> bool {
+    outs.iter().all(|o| o.tdtype == o.want)
+        && ins.iter().all(|i| i.tdtype == i.want)
+        && (ins
+            .iter()
+            .all(|i| outs.iter().all(|o| !Shared::ptr_eq(i.storage, o.storage)))
+            || aliases_are_clean(kernel, outs, ins))
+}
+
+/// [`is_clean`] for a launch with an input on an output's storage.
+#[inline(never)]
+fn aliases_are_clean(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> bool {
+    let skip = usize::from(reads_output_first(kernel, outs, ins));
+    !ins[skip..].iter().any(|i| must_stage(i, outs))
+}
+
 /// An operand owned by a queued task.
 pub(crate) struct OwnedArg {
     pub storage: Shared<Storage>,

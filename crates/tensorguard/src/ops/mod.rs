@@ -27,7 +27,7 @@ use smallvec::SmallVec;
 
 use crate::device::backend::Launch;
 use crate::device::cpu::backend::cpu_launch;
-use crate::device::kernel::Arg;
+use crate::device::kernel::{is_clean, Arg};
 use crate::device::registry::backend;
 use crate::device::{current_stream_id, launch_blocking};
 use crate::dtype::{DType, PromoteArg};
@@ -182,11 +182,7 @@ fn launch_body(
         site,
         prof: prof.as_ref(),
     };
-    if staging::needed(kernel, outs, ins) {
-        staging::launch_staged(kernel, device, outs, ins, new_outputs, &at)?;
-    } else {
-        dispatch(kernel, device, outs, ins, new_outputs, &at)?;
-    }
+    dispatch(kernel, device, outs, ins, new_outputs, &at)?;
     if inplace {
         for o in outs {
             o.t.storage().bump_version(site);
@@ -204,9 +200,10 @@ struct Caller<'a> {
     prof: Option<&'a crate::profiler::OpScope>,
 }
 
-/// A clean launch (Note [Staging above the backends]) on `device`, the
-/// outputs': on the cpu, run now on this thread; elsewhere queued on the
-/// device's current stream.
+/// A launch on `device`, the outputs': on the cpu, run now on this
+/// thread; elsewhere queued on the device's current stream. One that is not
+/// clean goes through staging first (Note [Staging above the backends]),
+/// decided on the operands' views, which have just loaded what it compares.
 #[inline(always)]
 fn dispatch(
     kernel: &Kernel,
@@ -225,9 +222,18 @@ fn dispatch(
         match (outs, ins) {
             ([o], [a, b]) => {
                 let o = [out_arg(o, new_outputs)];
-                cpu_launch(kernel, &o, &[in_arg(a), in_arg(b)], op)
+                let i = [in_arg(a), in_arg(b)];
+                if !is_clean(kernel, &o, &i) {
+                    return staging::launch_staged(kernel, device, outs, ins, new_outputs, at);
+                }
+                cpu_launch(kernel, &o, &i, op)
             }
-            _ => with_args(outs, ins, new_outputs, |o, i| cpu_launch(kernel, o, i, op)),
+            _ => with_args(outs, ins, new_outputs, |o, i| {
+                if !is_clean(kernel, o, i) {
+                    return staging::launch_staged(kernel, device, outs, ins, new_outputs, at);
+                }
+                cpu_launch(kernel, o, i, op)
+            }),
         }
     } else {
         launch_queued(kernel, device, outs, ins, new_outputs, at)
@@ -248,6 +254,9 @@ fn launch_queued(
 ) -> Result<()> {
     let &Caller { op, site, prof } = at;
     with_args(outs, ins, new_outputs, |o, i| {
+        if !is_clean(kernel, o, i) {
+            return staging::launch_staged(kernel, device, outs, ins, new_outputs, at);
+        }
         let b = backend(&device)?;
         let stream = current_stream_id(&device);
         let queued = b.launch(

@@ -4,7 +4,8 @@
 
 use smallvec::SmallVec;
 
-use super::{dispatch, Caller, In, Kernel, Out};
+use super::{dispatch, with_args, Caller, In, Kernel, Out};
+use crate::device::kernel::{is_clean, must_stage, reads_output_first};
 use crate::device_id::Device;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -37,56 +38,8 @@ use crate::tensor::Tensor;
 // [In-flight operands]), and a freed one is reused only by later work on
 // its stream (Note [Stream-ordered reuse]).
 
-/// Whether the kernel reads its first input from the output itself: an
-/// elementwise in-place op whose first input is exactly its one output
-/// (`a.add_(b)`), which is not staged.
-#[inline(always)]
-fn reads_output_first(kernel: &Kernel, outs: &[Out<'_>], ins: &[In<'_>]) -> bool {
-    match (outs, ins.first()) {
-        ([o], Some(i)) => {
-            kernel.reads_output_in_place()
-                && o.dtype == o.t.dtype()
-                && i.dtype == i.t.dtype()
-                && i.dtype == o.dtype
-                && i.t.shares_storage(o.t)
-                && i.t.layout() == o.t.layout()
-        }
-        _ => false,
-    }
-}
-
-/// Whether input `i` must be staged: read in another dtype, or on an
-/// output's storage.
-#[inline(always)]
-fn stage_input(i: &In<'_>, outs: &[Out<'_>]) -> bool {
-    i.dtype != i.t.dtype() || outs.iter().any(|o| i.t.shares_storage(o.t))
-}
-
-/// Whether a launch needs staging (Note [Staging above the backends]):
-/// every op's path, so the common case's answer (`false`) takes a compare
-/// per operand's dtype and one of storage pointers per input and output;
-/// what an alias means is decided out of line.
-#[inline(always)]
-pub(super) fn needed(kernel: &Kernel, outs: &[Out<'_>], ins: &[In<'_>]) -> bool {
-    if outs.iter().any(|o| o.dtype != o.t.dtype()) || ins.iter().any(|i| i.dtype != i.t.dtype()) {
-        return true;
-    }
-    ins.iter()
-        .any(|i| outs.iter().any(|o| i.t.shares_storage(o.t)))
-        && aliased_needs_staging(kernel, outs, ins)
-}
-
-/// [`needed`] for a launch whose operands are in their own dtypes and one
-/// of whose inputs is on an output's storage: staged unless that input is
-/// an in-place op's first one, exactly its output.
-#[inline(never)]
-fn aliased_needs_staging(kernel: &Kernel, outs: &[Out<'_>], ins: &[In<'_>]) -> bool {
-    let skip = usize::from(reads_output_first(kernel, outs, ins));
-    ins[skip..].iter().any(|i| stage_input(i, outs))
-}
-
-/// Run a launch that [`needed`] staging as clean launches on `device`
-/// (Note [Staging above the backends]).
+/// Run a launch that is not clean ([`is_clean`]) as clean launches on
+/// `device` (Note [Staging above the backends]).
 #[inline(never)]
 pub(super) fn launch_staged(
     kernel: &Kernel,
@@ -96,16 +49,19 @@ pub(super) fn launch_staged(
     new_outputs: bool,
     at: &Caller<'_>,
 ) -> Result<()> {
-    let skip = usize::from(reads_output_first(kernel, outs, ins));
+    // which inputs to stage: the rule of `is_clean`, on the operands' views
+    let stage: SmallVec<[usize; 2]> = with_args(outs, ins, false, |o, i| {
+        let skip = usize::from(reads_output_first(kernel, o, i));
+        (skip..i.len()).filter(|&n| must_stage(&i[n], o)).collect()
+    });
     let temp = |t: &Tensor, dtype| Tensor::uninit(t.shape(), dtype, &device, at.site);
     // 1. inputs into the dtype the kernel reads, away from the outputs
     let mut staged_ins: SmallVec<[(usize, Tensor); 2]> = SmallVec::new();
-    for (n, i) in ins.iter().enumerate().skip(skip) {
-        if stage_input(i, outs) {
-            let tmp = temp(i.t, i.dtype)?;
-            cast(&tmp, i.t, true, device, at)?;
-            staged_ins.push((n, tmp));
-        }
+    for n in stage {
+        let i = &ins[n];
+        let tmp = temp(i.t, i.dtype)?;
+        cast(&tmp, i.t, true, device, at)?;
+        staged_ins.push((n, tmp));
     }
     // 2. the kernel, an output in another dtype written through a temporary
     let mut staged_outs: SmallVec<[(usize, Tensor); 1]> = SmallVec::new();
@@ -131,7 +87,10 @@ pub(super) fn launch_staged(
             dtype: o.dtype,
         })
         .collect();
-    debug_assert!(!needed(kernel, &kouts, &kins), "a staged launch is clean");
+    debug_assert!(
+        with_args(&kouts, &kins, false, |o, i| is_clean(kernel, o, i)),
+        "a staged launch is clean"
+    );
     dispatch(kernel, device, &kouts, &kins, new_outputs, at)?;
     // 3. outputs into their own dtype
     for (k, tmp) in &staged_outs {

@@ -4,7 +4,7 @@
 use smallvec::SmallVec;
 
 use crate::device::holds::{hold_all, wait_until_free, Hold as Guard};
-use crate::device::kernel::{Arg, KIn, KOut, Kernel};
+use crate::device::kernel::{is_clean, reads_output_first, Arg, KIn, KOut, Kernel};
 use crate::device::Storage;
 use crate::error::{Error, Result};
 use crate::memory::alloc::Buffer;
@@ -57,21 +57,6 @@ pub(crate) fn execute(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Res
     execute_general(kernel, outs, ins)
 }
 
-/// Whether the kernel reads its first input from the output itself, with
-/// no staging: an elementwise in-place op whose first input is exactly its
-/// one output (`a.add_(b)`).
-fn reads_output_first(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> bool {
-    kernel.reads_output_in_place()
-        && outs.len() == 1
-        && outs[0].tdtype == outs[0].want
-        && ins.first().is_some_and(|i| {
-            i.storage.id() == outs[0].storage.id()
-                && i.tdtype == i.want
-                && i.want == outs[0].want
-                && i.layout == outs[0].layout
-        })
-}
-
 /// Whether every output is empty (and there is one): the launch then has
 /// no element to write. The one-output case, every op's, without a loop.
 #[inline(always)]
@@ -89,18 +74,13 @@ fn nothing_to_write(outs: &[Arg<'_>]) -> bool {
 fn execute_general(kernel: &Kernel, outs: &[Arg<'_>], ins: &[Arg<'_>]) -> Result<()> {
     // an elementwise in-place op reads its first input from the output
     // itself when it is exactly the output (`a.add_(b)`)
-    let self_first = reads_output_first(kernel, outs, ins);
-    let rest = &ins[usize::from(self_first)..];
-    let staged_away = |a: &Arg<'_>| a.tdtype == a.want;
-    if !outs.iter().all(staged_away)
-        || !rest
-            .iter()
-            .all(|i| staged_away(i) && outs.iter().all(|o| o.storage.id() != i.storage.id()))
-    {
+    if !is_clean(kernel, outs, ins) {
         return Err(internal(
             "a launch reached the executor unstaged (Note [Staging above the backends])",
         ));
     }
+    let self_first = reads_output_first(kernel, outs, ins);
+    let rest = &ins[usize::from(self_first)..];
     // 1. the lock set, sorted by storage id, write wins
     let mut set: SmallVec<[(u64, usize, bool); 6]> = SmallVec::new(); // (id, owner index, write)
     let entries = outs

@@ -19,7 +19,7 @@ use super::kernels::{self, DevArg, KernelEnv, KernelState};
 use super::stream::{CudaStream, Item};
 use crate::device::backend::{Backend, HostFn, Launch, Mark};
 use crate::device::copy::CopyJob;
-use crate::device::kernel::{Arg, Kernel};
+use crate::device::kernel::{is_clean, Arg, Kernel};
 use crate::device::Storage;
 use crate::device_id::{Device, StreamId};
 use crate::error::{Error, Result};
@@ -137,24 +137,6 @@ struct On {
     site: &'static Location<'static>,
 }
 
-/// Whether a launch is clean (Note [Staging above the backends]): every
-/// operand in its own dtype, no input on an output's storage but an
-/// in-place op's first one when it is exactly the output.
-fn is_clean(l: &Launch<'_>) -> bool {
-    let own = |a: &Arg<'_>| a.tdtype == a.want;
-    let self_first = l.kernel.reads_output_in_place()
-        && l.outs.len() == 1
-        && l.ins.first().is_some_and(|i| {
-            Shared::ptr_eq(i.storage, l.outs[0].storage) && i.layout == l.outs[0].layout
-        });
-    l.outs.iter().all(own)
-        && l.ins.iter().all(own)
-        && l.ins
-            .iter()
-            .skip(usize::from(self_first))
-            .all(|i| l.outs.iter().all(|o| !Shared::ptr_eq(i.storage, o.storage)))
-}
-
 impl Backend for Cuda {
     fn allocator(&self) -> &'static CachingAllocator {
         self.allocator
@@ -189,7 +171,7 @@ impl Backend for Cuda {
             let _ = k;
             return Err(l.kernel.not_native_here("CUDA"));
         }
-        if !is_clean(&l) {
+        if !is_clean(l.kernel, l.outs, l.ins) {
             return Err(Error::invalid(
                 l.op,
                 "internal error: a launch reached the CUDA backend unstaged (Note [Staging above the backends])",
